@@ -1,0 +1,75 @@
+"""One settings object for Kiln.
+
+``kiln.config`` is an instance of :class:`Config`.  Assignments are type-checked so a
+typo or a wrong type is a clear error, not a silently ignored setting.  Environment
+variables named ``KILN_<FIELD>`` (upper case) set the initial values, and
+``KILN_LOGS=graph,guards,code,breaks,recompiles`` turns on the printed logs.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+
+LOG_KINDS = ("graph", "guards", "code", "breaks", "recompiles", "bytecode")
+
+
+@dataclass
+class Config:
+    #: compiled entries allowed per code object before it runs eagerly with a warning
+    recompile_limit: int = 8
+    #: re-raise backend failures instead of falling back to eager for that graph
+    raise_on_backend_error: bool = False
+    #: raise instead of warning when the recompile limit is reached
+    error_on_recompile_limit: bool = False
+    #: maximum depth of inlined user calls before Kiln refuses
+    inline_depth_limit: int = 64
+    #: the log kinds that are printed (see LOG_KINDS)
+    logs: frozenset = field(default_factory=frozenset)
+    #: print a warning when a frame falls back to eager (fullgraph=False)
+    warn_on_fallback: bool = True
+
+    def __setattr__(self, name, value):
+        known = {f.name: f for f in fields(Config)}
+        if name not in known:
+            raise AttributeError(f"kiln.config has no setting {name!r}; known settings: {', '.join(sorted(known))}")
+        if name == "logs":
+            value = _parse_logs(value)
+        else:
+            expected = type(getattr(Config, name, None)) if hasattr(Config, name) else None
+            if expected is bool and not isinstance(value, bool):
+                raise TypeError(f"kiln.config.{name} must be a bool, got {type(value).__name__}")
+            if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"kiln.config.{name} must be an int, got {type(value).__name__}")
+            if expected is int and value < 0:
+                raise ValueError(f"kiln.config.{name} must be >= 0, got {value}")
+        object.__setattr__(self, name, value)
+
+    def log_enabled(self, kind: str) -> bool:
+        return kind in self.logs
+
+
+def _parse_logs(value) -> frozenset:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    value = frozenset(value)
+    unknown = value - set(LOG_KINDS)
+    if unknown:
+        raise ValueError(f"unknown log kind(s) {sorted(unknown)}; known: {', '.join(LOG_KINDS)}")
+    return value
+
+
+def _from_environment(cfg: Config) -> Config:
+    for f in fields(Config):
+        raw = os.environ.get(f"KILN_{f.name.upper()}")
+        if raw is None:
+            continue
+        if f.name == "logs":
+            cfg.logs = raw
+        elif isinstance(getattr(cfg, f.name), bool):
+            cfg.__setattr__(f.name, raw.strip().lower() in ("1", "true", "yes", "on"))
+        elif isinstance(getattr(cfg, f.name), int):
+            cfg.__setattr__(f.name, int(raw))
+    return cfg
+
+
+config = _from_environment(Config())

@@ -1,0 +1,49 @@
+"""Kiln's exception types.
+
+Every error Kiln raises on purpose is one of these, so users can catch them and
+tests can tell a deliberate refusal from a bug inside Kiln.
+"""
+from __future__ import annotations
+
+
+class KilnError(Exception):
+    """Base class of every deliberate Kiln error."""
+
+
+class Unsupported(KilnError):
+    """A construct Kiln cannot capture.
+
+    With ``fullgraph=True`` this reaches the user; otherwise the frame (or, once graph
+    breaks land, the step) runs as plain Python.  ``location`` is the user's
+    ``file:line`` and ``source_line`` the text of that line, when known.
+    """
+
+    def __init__(self, msg: str, *, location: str | None = None, source_line: str | None = None):
+        self.reason = msg
+        self.location = location
+        self.source_line = source_line
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        text = self.reason
+        if self.location:
+            text += f"\n  at {self.location}"
+            if self.source_line:
+                text += f"\n    {self.source_line.strip()}"
+        return text
+
+    def with_location(self, location: str, source_line: str | None) -> "Unsupported":
+        """Attach the user's location once (the innermost frame wins)."""
+        if self.location is None:
+            self.location = location
+            self.source_line = source_line
+            self.args = (self._render(),)
+        return self
+
+
+class BackendError(KilnError):
+    """A backend raised while compiling or running a captured graph."""
+
+
+class RecompileLimitReached(KilnError):
+    """Raised only when ``config.error_on_recompile_limit`` is set."""

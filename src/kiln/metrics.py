@@ -1,0 +1,39 @@
+"""Process-wide counters that the benchmark harness and ``kiln.explain`` read.
+
+Kept deliberately dumb: plain integers and lists that Kiln's capture path appends to.
+``kiln.reset()`` clears them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class BreakRecord:
+    reason: str
+    location: str | None = None
+    source_line: str | None = None
+
+    def __str__(self) -> str:
+        loc = f" at {self.location}" if self.location else ""
+        return f"{self.reason}{loc}"
+
+
+@dataclass
+class Metrics:
+    frames_captured: int = 0     # successful captures (cache entries made)
+    graphs: int = 0              # graphs handed to a backend
+    ops: int = 0                 # call_function/call_method/call_module nodes in those graphs
+    recompiles: int = 0          # captures of a code object that already had an entry
+    eager_fallbacks: int = 0     # frames that ran eagerly because capture failed
+    backend_fallbacks: int = 0   # graphs that ran eagerly because the backend failed
+    capture_seconds: float = 0.0
+    backend_seconds: float = 0.0
+    breaks: list = field(default_factory=list)   # BreakRecord per graph break / fallback
+
+    def reset(self) -> None:
+        fresh = Metrics()
+        self.__dict__.update(fresh.__dict__)
+
+
+metrics = Metrics()
