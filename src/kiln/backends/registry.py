@@ -9,6 +9,9 @@ _BACKENDS: dict[str, Callable] = {}
 # name -> "module:function" for built-ins, imported on first lookup
 _LAZY: dict[str, str] = {
     "eager": "kiln.backends.eager:eager",
+    "aot_eager": "kiln.backends.aot_eager:aot_eager",
+    "aten": "kiln.backends.aten:aten",
+    "inductor": "kiln.backends.inductor:inductor",
 }
 
 

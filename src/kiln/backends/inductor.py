@@ -1,0 +1,55 @@
+"""The ``inductor`` backend: TorchInductor's ``compile_fx`` (C++/OpenMP on CPU, Triton on CUDA).
+
+Imported lazily (the registry imports this module on first lookup, and this module
+imports inductor only when a graph is compiled) because importing inductor takes
+seconds and Kiln must stay cheap to import.
+
+``compile_fx`` drives AOTAutograd itself, so training, input mutation and output
+aliasing behave as under ``aot_eager``.  Two adaptations:
+
+* ``compile_fx`` takes ownership of the graph module it is given and may rewrite it.
+  Kiln keeps the original graph as the eager fallback, so inductor gets its own
+  GraphModule over a copy of the graph (sharing parameters, not copying them).
+* The backward graph is compiled up front, so a failure there is a compile-time
+  failure that Kiln's fallback policy can handle, not an error inside ``backward()``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torch.fx
+
+from kiln.exc import BackendError
+
+from ._aot import _first_line, tuple_output_graph, wrap_runtime
+
+
+def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
+    """Compile ``gm`` with TorchInductor for the device its inputs are on."""
+    try:
+        from torch._functorch import config as functorch_config
+        from torch._inductor.compile_fx import compile_fx
+    except Exception as e:  # pragma: no cover - depends on the torch build
+        raise BackendError(f"the inductor backend is not available in this PyTorch build: "
+                           f"{type(e).__name__}: {_first_line(e)}") from e
+
+    example_inputs = list(example_inputs)
+    flat_gm, rebuild = tuple_output_graph(gm)
+    if flat_gm is gm:
+        # a private GraphModule over a copy of the graph; submodules/params are shared
+        flat_gm = torch.fx.GraphModule(gm, _copy_graph(gm.graph))
+    try:
+        with functorch_config.patch(force_non_lazy_backward_lowering=True):
+            compiled = compile_fx(flat_gm, example_inputs)
+    except Exception as e:
+        raise BackendError(f"inductor could not compile the graph: {type(e).__name__}: {_first_line(e)}") from e
+    return wrap_runtime(compiled, example_inputs, rebuild, "inductor")
+
+
+def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
+    new = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in graph.nodes:
+        env[node] = new.node_copy(node, lambda n: env[n])
+    return new

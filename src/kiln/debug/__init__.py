@@ -1,0 +1,19 @@
+"""Tools for finding out whether compiled code behaves like eager.
+
+* :mod:`~kiln.debug.accuracy`: ``compare`` values against a float64 reference, with a
+  tolerance measured from eager's own rounding noise; ``fp64_copy`` makes that reference.
+* :mod:`~kiln.debug.aliasing`: ``record_call`` / ``compare_aliasing`` for which outputs
+  alias which inputs and which inputs a call mutated.
+* :mod:`~kiln.debug.behaviour`: ``check_same_behaviour`` does all of it for one function.
+"""
+from __future__ import annotations
+
+from .accuracy import AccuracyReport, TensorError, compare, fp64_copy
+from .aliasing import CallRecord, aliasing_of, compare_aliasing, record_call
+from .behaviour import BehaviourReport, check_same_behaviour
+
+__all__ = [
+    "AccuracyReport", "TensorError", "compare", "fp64_copy",
+    "CallRecord", "aliasing_of", "compare_aliasing", "record_call",
+    "BehaviourReport", "check_same_behaviour",
+]
