@@ -25,6 +25,8 @@ class Config:
     inline_depth_limit: int = 64
     #: the log kinds that are printed (see LOG_KINDS)
     logs: frozenset = field(default_factory=frozenset)
+    #: an internal error in Kiln falls back to eager with a warning instead of raising
+    suppress_errors: bool = True
     #: print a warning when a frame falls back to eager (fullgraph=False)
     warn_on_fallback: bool = True
 

@@ -47,3 +47,7 @@ class BackendError(KilnError):
 
 class RecompileLimitReached(KilnError):
     """Raised only when ``config.error_on_recompile_limit`` is set."""
+
+
+class ArgumentError(TypeError):
+    """The call's arguments do not fit the function's signature (as eager would say)."""

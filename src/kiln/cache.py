@@ -1,0 +1,113 @@
+"""Per-code-object caches of compiled entries, and the recompile policy.
+
+A FrameCache holds the entries for one (code object, backend, fullgraph) triple.
+A call tries each entry's guard; the first that passes runs its glue.  A miss
+captures a new entry, up to ``config.recompile_limit`` entries; past that the frame
+runs eagerly, with one warning naming the guard that failed.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .config import config
+from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
+from .metrics import BreakRecord, metrics
+
+
+class KilnWarning(UserWarning):
+    """Warnings from Kiln (eager fallbacks, recompile limits)."""
+
+
+class FrameCache:
+    def __init__(self, code, backend, backend_name: str, fullgraph: bool):
+        self.code = code
+        self.backend = backend
+        self.backend_name = backend_name
+        self.fullgraph = fullgraph
+        self.entries: list = []
+        self.eager_reason: str | None = None   # set when the frame must run eagerly
+        self.warned_limit = False
+        self.stale = False                      # set by kiln.reset()
+
+    def call(self, fn, args, kwargs):
+        for e in self.entries:
+            if e.guard(fn, *args, **kwargs):
+                return e.run(fn, *args, **kwargs)
+        if self.eager_reason is not None:
+            return fn(*args, **kwargs)
+        if len(self.entries) >= config.recompile_limit:
+            return self._limit_reached(fn, args, kwargs)
+        entry = self._capture(fn, args, kwargs)
+        if entry is None:
+            return fn(*args, **kwargs)
+        return entry.run(fn, *args, **kwargs)
+
+    def failure_reasons(self, fn, args, kwargs) -> list[str]:
+        return [e.explain_guard(fn, *args, **kwargs) or "(passes)" for e in self.entries]
+
+    def _limit_reached(self, fn, args, kwargs):
+        reason = self.entries[-1].explain_guard(fn, *args, **kwargs) if self.entries else "?"
+        msg = (f"kiln: {self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno}) reached the "
+               f"recompile limit ({config.recompile_limit}); running it eagerly from now on. "
+               f"Last guard that failed: {reason}")
+        if config.error_on_recompile_limit:
+            raise RecompileLimitReached(msg)
+        if not self.warned_limit:
+            warnings.warn(msg, KilnWarning, stacklevel=4)
+            self.warned_limit = True
+        self.eager_reason = msg
+        return fn(*args, **kwargs)
+
+    def _capture(self, fn, args, kwargs):
+        from .capture.compile_frame import capture
+        if self.entries:
+            metrics.recompiles += 1
+            if config.log_enabled("recompiles"):
+                reason = self.entries[-1].explain_guard(fn, *args, **kwargs)
+                print(f"[kiln] recompiling {self.code.co_name}: {reason}")
+        try:
+            entry = capture(fn, args, kwargs, self.backend, self.backend_name, self.fullgraph)
+        except Unsupported as e:
+            if self.fullgraph:
+                raise
+            self._fallback(f"{e.reason}", e.location, e.source_line)
+            return None
+        except KilnError:
+            raise
+        except ArgumentError:
+            raise
+        except Exception as e:  # a bug in Kiln: never let it take the user's program down
+            return self._internal_error(e)
+        self.entries.append(entry)
+        return entry
+
+    def _internal_error(self, e):
+        if not config.suppress_errors:
+            raise e
+        self._fallback(f"internal error in Kiln: {type(e).__name__}: {e}", None, None)
+        return None
+
+    def _fallback(self, reason, location, source_line):
+        metrics.eager_fallbacks += 1
+        metrics.breaks.append(BreakRecord(reason, location, source_line))
+        self.eager_reason = reason
+        if config.warn_on_fallback:
+            where = f" at {location}" if location else ""
+            warnings.warn(f"kiln: running {self.code.co_name} eagerly: {reason}{where}", KilnWarning, stacklevel=5)
+
+
+_CACHES: dict = {}
+
+
+def cache_for(code, backend, backend_name, fullgraph) -> FrameCache:
+    key = (code, id(backend), fullgraph)
+    c = _CACHES.get(key)
+    if c is None:
+        c = _CACHES[key] = FrameCache(code, backend, backend_name, fullgraph)
+    return c
+
+
+def reset_caches():
+    for c in _CACHES.values():
+        c.stale = True
+    _CACHES.clear()

@@ -1,0 +1,1 @@
+"""Bytecode -> torch.fx capture: the symbolic interpreter and what it produces."""

@@ -1,0 +1,173 @@
+"""Glue: the readable Python that runs a compiled frame.
+
+The glue calls the compiled graph with the frame's tensors, rebuilds the return
+value from graph outputs and sources, and replays pending Python side effects.
+It is emitted as source text (printable with ``KILN_LOGS=code``), compiled with
+``exec`` into a function with the frame's own signature.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..exc import Unsupported
+from .sources import Namespace
+from .values.base import Value
+from .values.tensor import TensorValue
+
+_LITERAL_TYPES = (int, str, bool, type(None), bytes)
+
+
+class Codegen:
+    def __init__(self, state, output_nodes_index: dict):
+        self.state = state
+        self.ns: Namespace = state.ns
+        self.lines: list[str] = []
+        self._memo: dict[int, str] = {}
+        self._out_index = output_nodes_index   # id(TensorValue) -> index into ___o
+        self._counter = 0
+
+    # -- expressions ---------------------------------------------------------------------
+    def ref(self, obj) -> str:
+        return self.ns.ref(obj)
+
+    def source_expr(self, source) -> str:
+        return source.expr(self.ns)
+
+    def constant_expr(self, value) -> str:
+        if type(value) in _LITERAL_TYPES:
+            return repr(value)
+        if type(value) is float and math.isfinite(value):
+            return repr(value)
+        if type(value) is tuple and all(type(v) in _LITERAL_TYPES for v in value):
+            return repr(value)
+        return self.ref(value)
+
+    def expr(self, value: Value) -> str:
+        key = id(value)
+        if key in self._memo:
+            return self._memo[key]
+        text = value.reconstruct(self)
+        return text
+
+    def tensor_expr(self, v: TensorValue) -> str:
+        if v.node.op == "placeholder":
+            return self.source_expr(v.source)
+        idx = self._out_index.get(id(v))
+        if idx is None:
+            raise Unsupported(f"internal: tensor {v.describe()} is not a graph output")
+        return f"___o[{idx}]"
+
+    def _temp(self) -> str:
+        name = f"___n{self._counter}"
+        self._counter += 1
+        return name
+
+    def new_object(self, value: Value, text: str) -> str:
+        key = id(value)
+        if key in self._memo:
+            return self._memo[key]
+        name = self._temp()
+        self._memo[key] = name
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def new_user_object(self, obj) -> str:
+        key = id(obj)
+        if key in self._memo:
+            return self._memo[key]
+        name = self._temp()
+        self._memo[key] = name
+        cls = self.ref(obj.cls)
+        self.lines.append(f"{name} = {cls}.__new__({cls})")
+        if obj.attrs:
+            items = ", ".join(f"{k!r}: {self.expr(v)}" for k, v in obj.attrs.items())
+            self.lines.append(f"{name}.__dict__.update({{{items}}})")
+        return name
+
+    def replayed_object(self, v) -> str:
+        key = id(v)
+        if key in self._memo:
+            return self._memo[key]
+        parts = [self.expr(a) for a in v.args] + [f"{k}={self.expr(x)}" for k, x in v.kwargs.items()]
+        text = f"{self.ref(v.cls)}({', '.join(parts)})"
+        name = self._temp()
+        self._memo[key] = name
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def nested_function(self, v) -> str:
+        raise Unsupported(f"a function defined inside the compiled region ({v.qualname}) escapes it")
+
+    # -- side effects --------------------------------------------------------------------------
+    def side_effect_lines(self):
+        from .values.objects import _DELETED
+        se = self.state.side_effects
+        for container in se.mutated_containers.values():
+            target = self.source_expr(container.source)
+            contents = container.rebuild_contents(self)
+            if isinstance(container.items, list):
+                self.lines.append(f"{target}[:] = {contents}")
+            else:
+                t = self._temp()
+                self.lines.append(f"{t} = {target}")
+                self.lines.append(f"{t}.clear()")
+                self.lines.append(f"{t}.update({contents})")
+        for obj_value, name, value in se.attr_writes.values():
+            target = self.expr(obj_value)
+            if value is _DELETED:
+                self.lines.append(f"del {target}.{name}")
+            else:
+                self.lines.append(f"{target}.{name} = {self.expr(value)}")
+        for gdict, name, value in se.global_writes.values():
+            self.lines.append(f"{self.ref(gdict)}[{name!r}] = {self.expr(value)}")
+        for cell, value in se.cell_writes.values():
+            if cell.source is None:
+                raise Unsupported("writing a closure variable of a function Kiln cannot locate")
+            self.lines.append(f"{self.source_expr(cell.source)} = {self.expr(value)}")
+
+
+def collect_tensors(values: list) -> list[TensorValue]:
+    """Every non-placeholder TensorValue reachable from ``values`` (first-seen order)."""
+    seen: set[int] = set()
+    out: list[TensorValue] = []
+    stack = list(reversed(values))
+    visited: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if v is None or id(v) in visited:
+            continue
+        visited.add(id(v))
+        if isinstance(v, TensorValue):
+            if v.node.op != "placeholder" and id(v) not in seen:
+                seen.add(id(v))
+                out.append(v)
+            continue
+        stack.extend(reversed(v.contents()))
+    return out
+
+
+def render_params(code, with_fn: bool = True) -> str:
+    """The parameter list of ``code`` as source text (defaults are attached separately)."""
+    import inspect
+    names = code.co_varnames
+    nargs, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    parts = ["___fn"] if with_fn else []
+    for i in range(nargs):
+        parts.append(names[i])
+        if nposonly and i == nposonly - 1:
+            parts.append("/")
+    idx = nargs + nkwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[idx])
+        idx += 1
+    elif nkwonly:
+        parts.append("*")
+    parts.extend(names[nargs:nargs + nkwonly])
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[idx])
+    return ", ".join(parts)
+
+
+_ = torch

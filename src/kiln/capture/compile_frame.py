@@ -1,0 +1,153 @@
+"""Capture one frame: trace it, hand the graph to the backend, and build the cache
+entry (guard function + glue function) from generated source."""
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..config import config
+from ..exc import ArgumentError, Unsupported
+from ..metrics import metrics
+from .codegen import Codegen, collect_tensors, render_params
+from .guards import GuardCodegen
+from .interpreter import Tracer
+from .sources import ClosureSource, FnSource, LocalSource
+from .state import CaptureState
+from .values.builder import wrap
+
+_ENTRY_IDS = iter(range(1, 1 << 62))
+
+
+@dataclass
+class Entry:
+    """One compiled version of a frame."""
+    guard: object
+    explain_guard: object
+    run: object
+    guard_source: str
+    glue_source: str
+    graph_module: object | None
+    op_count: int
+    name: str
+    guard_count: int
+    extra: dict = field(default_factory=dict)
+
+
+def _bind_real(fn, args, kwargs) -> dict:
+    sig = inspect.Signature.from_callable(fn, follow_wrapped=False)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise ArgumentError(f"{fn.__qualname__}(): {e}") from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> Entry:
+    """Trace ``fn(*args, **kwargs)`` symbolically and build a cache entry for it."""
+    t0 = time.perf_counter()
+    code = fn.__code__
+    real_locals = _bind_real(fn, args, kwargs)
+    state = CaptureState(fn, fullgraph)
+    state.real_locals = real_locals
+    # defaults are bound from this function object; another one with the same code may differ
+    for attr in ("__defaults__", "__kwdefaults__"):
+        if getattr(fn, attr):
+            state.guards.add("id", FnSource(), f"{{v}}.{attr} is {state.ns.ref(getattr(fn, attr))}",
+                             f"the function's {attr} are the same objects")
+    grad_before = torch.is_grad_enabled()
+    try:
+        cells = {}
+        for i, name in enumerate(code.co_freevars):
+            cells[name] = state.cell_for(fn.__closure__[i], ClosureSource(FnSource(), i))
+        tracer = Tracer(state, code, fn.__globals__, {}, cells)
+        tracer.locals = {name: wrap(tracer, value, LocalSource(name)) for name, value in real_locals.items()}
+        result = tracer.run()
+        if tracer.yields is not None:
+            raise Unsupported(f"{code.co_name} is a generator function; Kiln compiles ordinary functions only")
+        final_grad = torch.is_grad_enabled()
+        state.restore_global_state()
+    finally:
+        torch._C._set_grad_enabled(grad_before)
+    entry = _finish(state, fn, result, final_grad, backend, backend_name, tracer)
+    metrics.capture_seconds += time.perf_counter() - t0
+    return entry
+
+
+def _finish(state, fn, result, final_grad, backend, backend_name, tracer) -> Entry:
+    code = fn.__code__
+    builder = state.builder
+    needed = collect_tensors([result, *state.side_effects.values()])
+    out_index = {id(v): i for i, v in enumerate(needed)}
+    # placeholders nobody uses are not passed to the graph (their guards stay)
+    live = []
+    for (node, src), real in zip(builder.placeholders, builder.example_inputs):
+        if node.users:
+            live.append((node, src, real))
+        else:
+            builder.graph.erase_node(node)
+    builder.output([v.node for v in needed])
+    entry_id = next(_ENTRY_IDS)
+    name = f"{code.co_name}_{entry_id}"
+    cg = Codegen(state, out_index)
+    gm = None
+    op_count = builder.count_ops()
+    if op_count or needed:
+        gm = torch.fx.GraphModule(torch.nn.Module(), builder.graph, class_name=f"GraphModule_{name}")
+        compiled = _compile_graph(gm, [r for _, _, r in live], backend, backend_name, name, tracer)
+        graph_ref = cg.ref(compiled)
+        inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
+        cg.lines.append(f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})")
+        metrics.graphs += 1
+        metrics.ops += op_count
+    if final_grad != state._initial_grad_mode:
+        cg.lines.append(f"{cg.ref(torch._C._set_grad_enabled)}({final_grad})")
+    ret = cg.expr(result)
+    cg.side_effect_lines()
+    params = render_params(code)
+    body = cg.lines + [f"return {ret}"]
+    glue_source = f"def ___glue_{name}({params}):\n" + "".join(f"    {l}\n" for l in body)
+    guard_gen = GuardCodegen(state.guards, params)
+    guard_source = guard_gen.source(f"___guard_{name}")
+    explain_source = guard_gen.explain_source(f"___explain_{name}")
+    namespace = dict(state.ns.values)
+    exec(compile(guard_source + "\n" + explain_source, f"<kiln guards {name}>", "exec"), namespace)
+    exec(compile(glue_source, f"<kiln glue {name}>", "exec"), namespace)
+    fns = [namespace[f"___guard_{name}"], namespace[f"___explain_{name}"], namespace[f"___glue_{name}"]]
+    for f in fns:
+        f.__defaults__ = fn.__defaults__
+        f.__kwdefaults__ = fn.__kwdefaults__
+    _log(name, gm, guard_source, glue_source)
+    metrics.frames_captured += 1
+    return Entry(fns[0], fns[1], fns[2], guard_source, glue_source, gm, op_count, name, len(state.guards),
+                 {"keepalive": state.keepalive})
+
+
+def _compile_graph(gm, example_inputs, backend, backend_name, name, tracer):
+    try:
+        from ..backends.policy import compile_graph
+    except ImportError:  # the failure-policy module is optional while backends grow
+        compile_graph = None
+    loc = tracer.location()[0] if tracer.current is not None else None
+    t0 = time.perf_counter()
+    if compile_graph is not None:
+        out = compile_graph(gm, example_inputs, backend, backend_name=backend_name, graph_name=name,
+                            user_location=loc)
+    else:
+        out = backend(gm, example_inputs)
+    metrics.backend_seconds += time.perf_counter() - t0
+    if not callable(out):
+        raise TypeError(f"backend {backend_name!r} returned {type(out).__name__}, not a callable")
+    return out
+
+
+def _log(name, gm, guard_source, glue_source):
+    if config.log_enabled("graph") and gm is not None:
+        print(f"[kiln] graph {name}:\n{gm.code}")
+    if config.log_enabled("guards"):
+        print(f"[kiln] guards {name}:\n{guard_source}")
+    if config.log_enabled("code"):
+        print(f"[kiln] glue {name}:\n{glue_source}")

@@ -1,0 +1,168 @@
+"""Guards: every assumption a captured graph makes, compiled into one Python function.
+
+Each guard is a boolean Python expression over Sources (``x.dtype is ___c3``).  An
+entry's guards are emitted as one generated function with the frame's own signature,
+cheap checks first, plus a twin function that returns the text of the first guard
+that failed (used for recompile messages; never on the fast path).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .sources import Namespace, Source
+
+# Order in which guard kinds are emitted: cheap identity/type checks first.
+_KIND_ORDER = {"global_state": 0, "id": 1, "type": 2, "const": 3, "len": 4, "keys": 5, "tensor": 6, "alias": 7}
+
+
+@dataclass
+class Guard:
+    kind: str
+    source: Source | None
+    check: str          # a Python expression; the placeholder {v} stands for the source's value
+    description: str    # user-facing sentence fragment
+    uses: tuple = ()    # extra sources the check reads ({v1}, {v2}...)
+
+
+class GuardSet:
+    """Collects guards while tracing, deduplicated by (source, check)."""
+
+    def __init__(self, ns: Namespace):
+        self.ns = ns
+        self._guards: dict[tuple, Guard] = {}
+
+    def __len__(self):
+        return len(self._guards)
+
+    def __iter__(self):
+        return iter(self._guards.values())
+
+    def add(self, kind: str, source: Source | None, check: str, description: str, uses: tuple = ()):
+        key = (source, check, uses)
+        if key not in self._guards:
+            self._guards[key] = Guard(kind, source, check, description, uses)
+
+    # -- the kinds ----------------------------------------------------------------
+    def identity(self, source: Source, obj, what: str = "object"):
+        self.add("id", source, f"{{v}} is {self.ns.ref(obj)}", f"{source.describe()} is the same {what}")
+
+    def type_is(self, source: Source, obj):
+        t = type(obj)
+        self.add("type", source, f"type({{v}}) is {self.ns.ref(t)}", f"type({source.describe()}) is {t.__name__}")
+
+    def constant(self, source: Source, value):
+        if value is None or isinstance(value, bool):
+            check = f"{{v}} is {value!r}"
+        elif isinstance(value, (int, float, str, bytes)) and type(value) in (int, float, str, bytes):
+            ref = self.ns.ref(type(value))
+            literal = repr(value)
+            if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+                literal = self.ns.ref(value)
+                check = f"type({{v}}) is {ref} and ({{v}} == {literal} or ({{v}} != {{v}} and {literal} != {literal}))"
+            else:
+                check = f"type({{v}}) is {ref} and {{v}} == {literal}"
+        elif isinstance(value, (torch.dtype, torch.device, type(Ellipsis))) or value is NotImplemented:
+            check = f"{{v}} == {self.ns.ref(value)}" if isinstance(value, torch.device) else f"{{v}} is {self.ns.ref(value)}"
+        else:
+            check = f"type({{v}}) is {self.ns.ref(type(value))} and {{v}} == {self.ns.ref(value)}"
+        self.add("const", source, check, f"{source.describe()} == {value!r}")
+
+    def length(self, source: Source, obj):
+        self.type_is(source, obj)
+        self.add("len", source, f"len({{v}}) == {len(obj)}", f"len({source.describe()}) == {len(obj)}")
+
+    def dict_keys(self, source: Source, d: dict):
+        self.type_is(source, d)
+        keys = list(d.keys())
+        if all(type(k) in (str, int) for k in keys):
+            self.add("keys", source, f"list({{v}}) == {keys!r}", f"{source.describe()} has keys {keys!r}")
+        else:
+            self.add("keys", source, f"list({{v}}) == {self.ns.ref(keys)}", f"{source.describe()} has the same keys")
+
+    def tensor(self, source: Source, t: torch.Tensor):
+        parts = [f"type({{v}}) is {self.ns.ref(type(t))}",
+                 f"{{v}}.dtype is {self.ns.ref(t.dtype)}",
+                 f"{{v}}.device == {self.ns.ref(t.device)}",
+                 f"{{v}}.requires_grad is {t.requires_grad}",
+                 f"{{v}}.shape == {tuple(t.shape)!r}"]
+        if t.layout == torch.strided:
+            parts.append(f"{{v}}.stride() == {tuple(t.stride())!r}")
+        desc = (f"{source.describe()} is a {type(t).__name__} of dtype {t.dtype}, device {t.device}, "
+                f"shape {tuple(t.shape)}, stride {tuple(t.stride()) if t.layout == torch.strided else '-'}, "
+                f"requires_grad={t.requires_grad}")
+        self.add("tensor", source, " and ".join(parts), desc)
+
+    def same_object(self, source: Source, other: Source):
+        self.add("alias", source, "{v} is {v1}", f"{source.describe()} is {other.describe()}", uses=(other,))
+
+    def global_state(self):
+        self.add("global_state", None, f"{self.ns.ref(torch.is_grad_enabled)}() is {torch.is_grad_enabled()}",
+                 f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}")
+
+
+class GuardCodegen:
+    """Turns a GuardSet into the source of the guard function and its explainer."""
+
+    def __init__(self, guards: GuardSet, params: str):
+        self.guards = sorted(guards, key=lambda g: _KIND_ORDER.get(g.kind, 9))
+        self.params = params
+        self.ns = guards.ns
+
+    def _body(self, on_fail) -> list[str]:
+        lines: list[str] = []
+        temps: dict[Source, str] = {}
+
+        def value_of(src: Source) -> str:
+            if src in temps:
+                return temps[src]
+            base = src.base
+            if base is not None:
+                value_of(base)  # make sure parents are bound first
+            text = src.expr(_TempNS(self.ns, temps))
+            if "(" not in text and "[" not in text and "." not in text:
+                temps[src] = text       # a bare local name: no temp needed
+                return text
+            name = f"___v{len(temps)}"
+            lines.append(f"{name} = {text}")
+            temps[src] = name
+            return name
+
+        for g in self.guards:
+            fmt = {}
+            if g.source is not None:
+                fmt["v"] = value_of(g.source)
+            for i, u in enumerate(g.uses, 1):
+                fmt[f"v{i}"] = value_of(u)
+            check = g.check.format(**fmt)
+            lines.append(f"if not ({check}):")
+            lines.append(f"    {on_fail(g)}")
+        return lines
+
+    def source(self, name: str) -> str:
+        out = [f"def {name}({self.params}):", "    try:"]
+        out += ["        " + l for l in self._body(lambda g: "return False")]
+        out += ["        return True", "    except Exception:", "        return False"]
+        return "\n".join(out) + "\n"
+
+    def explain_source(self, name: str) -> str:
+        out = [f"def {name}({self.params}):", "    try:"]
+        out += ["        " + l for l in self._body(lambda g: f"return {('expected ' + g.description)!r}")]
+        out += ["        return None", "    except Exception as e:",
+                "        return f'a guard raised {type(e).__name__}: {e}'"]
+        return "\n".join(out) + "\n"
+
+
+class _TempNS(Namespace):
+    """Expression namespace that substitutes already-bound temporaries for sources."""
+
+    def __init__(self, ns: Namespace, temps: dict):
+        self._ns = ns
+        self._temps = temps
+
+    def bound(self, source):
+        return self._temps.get(source)
+
+    def ref(self, obj, prefix="___c"):
+        return self._ns.ref(obj, prefix)

@@ -1,0 +1,135 @@
+"""The symbolic bytecode interpreter: frame state and the dispatch loop.
+
+One ``Tracer`` runs one code object over Values.  The root tracer runs the frame
+being compiled; calls to user functions run in child tracers (inlining) that share
+the parent's CaptureState.  Instruction semantics live in ``handlers/`` as one table.
+"""
+from __future__ import annotations
+
+import linecache
+
+from ..config import config
+from ..exc import Unsupported
+from .handlers import HANDLERS
+from .instructions import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode
+from .sources import BuiltinSource, GlobalSource
+from .values.base import Value
+
+_DECODED: dict = {}
+
+
+def decoded(code):
+    ins = _DECODED.get(code)
+    if ins is None:
+        ins = _DECODED[code] = decode(code)
+    return ins
+
+
+class Tracer:
+    def __init__(self, state, code, f_globals: dict, f_locals: dict, cells: dict, parent=None, fn_value=None):
+        self.state = state
+        self.code = code
+        self.f_globals = f_globals
+        self.locals: dict[str, Value] = dict(f_locals)
+        self.cells = dict(cells)   # name -> CellValue for cellvars and freevars
+        self.parent = parent
+        self.fn_value = fn_value
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.instructions = decoded(code)
+        self.stack: list[Value] = []
+        self.ip = 0
+        self.current = None
+        self.kw_names: tuple = ()
+        self.return_value: Value | None = None
+        self.done = False
+        self.context_stack: list = []   # active with-blocks (values with enter/exit)
+        self.yields: list | None = [] if code.co_flags & CO_GENERATOR else None
+        if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE):
+            raise Unsupported(f"coroutines and async generators ({code.co_name}) are not supported")
+
+    # -- stack helpers -------------------------------------------------------------------
+    def push(self, v: Value):
+        assert isinstance(v, Value), v
+        self.stack.append(v)
+
+    def pop(self) -> Value:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list:
+        if n == 0:
+            return []
+        out = self.stack[-n:]
+        del self.stack[-n:]
+        return out
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self) -> Value:
+        while not self.done:
+            self.step()
+        return self.return_value
+
+    def step(self):
+        ins = self.instructions[self.ip]
+        self.current = ins
+        self.ip += 1
+        self.state.tick()
+        handler = HANDLERS.get(ins.opname)
+        if handler is None:
+            raise Unsupported(f"bytecode {ins.opname} is not supported yet")
+        try:
+            handler(self, ins)
+        except Unsupported as e:
+            raise e.with_location(*self.location())
+
+    def jump(self, ins):
+        self.ip = ins.jump_target
+
+    # -- locations -------------------------------------------------------------------------
+    def location(self) -> tuple[str, str | None]:
+        ins = self.current
+        line = ins.lineno if ins is not None else self.code.co_firstlineno
+        text = linecache.getline(self.code.co_filename, line) if line else ""
+        return f"{self.code.co_filename}:{line}", (text.rstrip() or None)
+
+    def user_stack(self) -> list[tuple[str, str | None]]:
+        out, t = [], self
+        while t is not None:
+            out.append(t.location())
+            t = t.parent
+        return out[::-1]
+
+    # -- names -------------------------------------------------------------------------------
+    def load_global(self, name: str) -> Value:
+        from .values.builder import wrap
+        pending = self.state.side_effects.pending_global(self.f_globals, name)
+        if pending is not None:
+            return pending
+        g = self.f_globals
+        if name in g:
+            return wrap(self, g[name], GlobalSource(id(g), name, g))
+        builtins = g.get("__builtins__", __builtins__)
+        bdict = builtins if isinstance(builtins, dict) else builtins.__dict__
+        if name in bdict:
+            self.state.guards.add("const", None,
+                                  f"{name!r} not in {self.state.ns.ref(g, '___g')}",
+                                  f"global {name!r} does not shadow the builtin")
+            return wrap(self, bdict[name], None)
+        raise Unsupported(f"name {name!r} is not defined (NameError)")
+
+    # -- calls -----------------------------------------------------------------------------------
+    def inline_call(self, fn_value, code, fn_globals, bound: dict, closure: list) -> Value:
+        from .values.containers import IteratorValue
+        if self.depth + 1 > config.inline_depth_limit:
+            raise Unsupported(f"call depth over {config.inline_depth_limit} while inlining {code.co_name} (recursion?)")
+        cells = {}
+        for name, cell in zip(code.co_freevars, closure):
+            cells[name] = cell
+        child = Tracer(self.state, code, fn_globals, bound, cells, parent=self, fn_value=fn_value)
+        result = child.run()
+        if child.yields is not None:
+            return IteratorValue(child.yields)
+        return result
+
+    def make_super(self, args: list) -> Value:
+        from .values.super_value import make_super
+        return make_super(self, args)

@@ -1,0 +1,182 @@
+"""Python operators on Values: folded when both sides are constants, recorded as graph
+ops when a tensor is involved, and handled structurally for containers."""
+from __future__ import annotations
+
+import operator
+
+from ..exc import Unsupported
+from .values.base import ConstantValue, Value, const
+from .values.containers import DictValue, ListValue, SequenceValue, SetValue, TupleValue, _equal
+from .values.tensor import TensorValue, graph_call
+
+BINARY_OPS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "<<": operator.lshift, ">>": operator.rshift,
+    "&": operator.and_, "|": operator.or_, "^": operator.xor,
+}
+INPLACE_OPS = {
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "<<=": operator.ilshift, ">>=": operator.irshift, "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor,
+}
+INPLACE_TO_BINARY = {v: BINARY_OPS[k[:-1]] for k, v in INPLACE_OPS.items()}
+COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+               ">=": operator.ge}
+_REFLECTED = {operator.add: "__radd__", operator.mul: "__rmul__", operator.sub: "__rsub__"}
+_DUNDER = {operator.add: "__add__", operator.sub: "__sub__", operator.mul: "__mul__", operator.truediv: "__truediv__",
+           operator.matmul: "__matmul__", operator.eq: "__eq__", operator.ne: "__ne__", operator.lt: "__lt__",
+           operator.le: "__le__", operator.gt: "__gt__", operator.ge: "__ge__", operator.getitem: "__getitem__",
+           operator.floordiv: "__floordiv__", operator.mod: "__mod__", operator.pow: "__pow__",
+           operator.and_: "__and__", operator.or_: "__or__", operator.neg: "__neg__"}
+
+
+def _fold(fn, *values):
+    try:
+        return const(fn(*[v.as_constant() for v in values]))
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported(f"{getattr(fn, '__name__', fn)} on constants raised {type(e).__name__}: {e} "
+                          f"(Kiln does not trace raised exceptions)") from e
+
+
+def binary(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        return graph_call(tx, "call_function", fn, [a, b], {})
+    if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
+        return _fold(fn, a, b)
+    structural = _sequence_op(tx, fn, a, b)
+    if structural is not None:
+        return structural
+    if a.is_constant() and b.is_constant() and not isinstance(a, (ListValue, SetValue)):
+        return _fold(fn, a, b)
+    user = _user_dunder(tx, fn, a, b)
+    if user is not None:
+        return user
+    raise Unsupported(f"operator {fn.__name__} on {a.describe()} and {b.describe()}")
+
+
+def inplace(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, TensorValue):
+        return graph_call(tx, "call_function", fn, [a, b], {})
+    if isinstance(a, ListValue) and fn is operator.iadd:
+        a.call_method(tx, "extend", [b], {})
+        return a
+    if isinstance(a, DictValue) and fn is operator.ior:
+        a.call_method(tx, "update", [b], {})
+        return a
+    return binary(tx, INPLACE_TO_BINARY[fn], a, b)
+
+
+def _sequence_op(tx, fn, a, b):
+    if fn is operator.add and isinstance(a, SequenceValue) and isinstance(b, SequenceValue):
+        if type(a.python_type()) is not type(b.python_type()) and not (
+                isinstance(a, TupleValue) and isinstance(b, TupleValue)):
+            raise Unsupported(f"can only concatenate {a.python_type().__name__} to the same type")
+        return (ListValue if isinstance(a, ListValue) else TupleValue)(a.items + b.items)
+    if fn is operator.mul:
+        if isinstance(a, SequenceValue) and isinstance(b, ConstantValue):
+            return (ListValue if isinstance(a, ListValue) else TupleValue)(a.items * b.value)
+        if isinstance(b, SequenceValue) and isinstance(a, ConstantValue):
+            return (ListValue if isinstance(b, ListValue) else TupleValue)(b.items * a.value)
+    if fn is operator.or_ and isinstance(a, DictValue) and isinstance(b, DictValue):
+        return DictValue({**a.items, **b.items}, key_values={**a.key_values, **b.key_values})
+    if fn in (operator.or_, operator.and_, operator.sub) and isinstance(a, SetValue) and isinstance(b, SetValue):
+        keys = fn(set(a.items), set(b.items))
+        allv = {**b.items, **a.items}
+        return SetValue({k: allv[k] for k in keys})
+    return None
+
+
+def _user_dunder(tx, fn, a, b):
+    from .values.objects import NewObjectValue, ObjectValue
+    name = _DUNDER.get(fn)
+    if name and isinstance(a, (ObjectValue, NewObjectValue)) and not isinstance(a.python_type(), type(type)):
+        try:
+            method = a.getattr(tx, name)
+        except Unsupported:
+            method = None
+        if method is not None:
+            return method.call(tx, [b], {})
+    return None
+
+
+def compare(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        if isinstance(a, TensorValue) and isinstance(b, ConstantValue) and b.value is None:
+            return const(fn is operator.ne)
+        return graph_call(tx, "call_function", fn, [a, b], {})
+    if fn in (operator.eq, operator.ne):
+        if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
+            return _fold(fn, a, b)
+        if isinstance(a, SequenceValue) and isinstance(b, SequenceValue):
+            if len(a.items) != len(b.items) or type(a) is not type(b):
+                return const(fn is operator.ne)
+            results = [compare(tx, operator.eq, x, y) for x, y in zip(a.items, b.items)]
+            same = all(r.as_constant() for r in results)
+            return const(same if fn is operator.eq else not same)
+        if a.is_constant() and b.is_constant():
+            return _fold(fn, a, b)
+        if getattr(a, "real_object", None) and getattr(b, "real_object", None) and not _defines_eq(a):
+            same = a.real_object() is b.real_object()
+            return const(same if fn is operator.eq else not same)
+        user = _user_dunder(tx, fn, a, b)
+        if user is not None:
+            return user
+        if a is b:
+            return const(fn is operator.eq)
+        if a.is_constant() != b.is_constant() and _distinct_kinds(a, b):
+            return const(fn is operator.ne)
+        raise Unsupported(f"comparing {a.describe()} and {b.describe()}")
+    if a.is_constant() and b.is_constant():
+        return _fold(fn, a, b)
+    raise Unsupported(f"ordering comparison of {a.describe()} and {b.describe()}")
+
+
+def _defines_eq(v) -> bool:
+    t = v.python_type()
+    return getattr(t, "__eq__", object.__eq__) is not object.__eq__ and t.__module__ != "builtins"
+
+
+def _distinct_kinds(a, b) -> bool:
+    ta, tb = a.python_type(), b.python_type()
+    return ta is not tb and (ta is type(None) or tb is type(None))
+
+
+def identical(tx, a: Value, b: Value) -> bool:
+    """Python's ``is`` on two Values."""
+    if a is b:
+        return True
+    if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
+        return a.value is b.value
+    ra, rb = getattr(a, "real_object", None), getattr(b, "real_object", None)
+    if ra is not None and rb is not None:
+        return ra() is rb()
+    if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
+        return False  # a constant is never the same object as a symbolic value
+    if type(a) is not type(b):
+        return False
+    return False
+
+
+def contains(tx, container: Value, item: Value) -> bool:
+    if isinstance(container, TensorValue):
+        raise Unsupported("`in` on a tensor depends on its data")
+    if isinstance(container, ConstantValue):
+        return item.as_constant() in container.value
+    result = container.call_method(tx, "__contains__", [item], {})
+    return bool(result.as_constant())
+
+
+def unary(tx, fn, a: Value) -> Value:
+    if isinstance(a, TensorValue):
+        return graph_call(tx, "call_function", fn, [a], {})
+    if a.is_constant():
+        return _fold(fn, a)
+    user = _user_dunder(tx, fn, a, None) if fn is operator.neg else None
+    if user is not None:
+        return user
+    raise Unsupported(f"unary {fn.__name__} on {a.describe()}")
+
+
+_ = _equal

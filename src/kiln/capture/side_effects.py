@@ -1,0 +1,71 @@
+"""Pending Python-level mutations, replayed by the glue after the graph runs.
+
+Tensor mutations live in the graph itself (in-place ops on graph inputs); what is
+recorded here is everything else: attribute writes on existing objects, writes to
+globals and closure cells, and containers from outside the frame whose contents
+changed.  Reads during tracing consult the pending writes first, so the traced code
+sees its own writes.
+"""
+from __future__ import annotations
+
+from ..exc import Unsupported
+
+
+class SideEffects:
+    def __init__(self):
+        self.attr_writes: dict = {}       # (id(obj), name) -> (obj_value, name, value)
+        self.global_writes: dict = {}     # (id(globals), name) -> (globals_dict, name, value)
+        self.cell_writes: dict = {}       # id(cell) -> (cell_value, value)
+        self.mutated_containers: dict = {}  # id(value) -> container value with a source
+        self.new_objects: list = []
+        self.in_hop: list = []            # stack of higher-order-operator scopes (see hops/)
+
+    def _check_allowed(self, what: str, target_is_new: bool = False):
+        if self.in_hop and not target_is_new:
+            raise Unsupported(self.in_hop[-1].mutation_message(what))
+
+    # -- recording ----------------------------------------------------------------
+    def store_attr(self, obj_value, name: str, value):
+        self._check_allowed(f"attribute {name!r} of {obj_value.describe()}")
+        self.attr_writes[(id(obj_value.obj), name)] = (obj_value, name, value)
+
+    def pending_attr(self, obj, name: str):
+        hit = self.attr_writes.get((id(obj), name))
+        return hit[2] if hit is not None else None
+
+    def store_global(self, globals_dict: dict, name: str, value):
+        self._check_allowed(f"global {name!r}")
+        self.global_writes[(id(globals_dict), name)] = (globals_dict, name, value)
+
+    def pending_global(self, globals_dict: dict, name: str):
+        hit = self.global_writes.get((id(globals_dict), name))
+        return hit[2] if hit is not None else None
+
+    def store_cell(self, cell_value, value):
+        self._check_allowed("a closure variable")
+        self.cell_writes[id(cell_value)] = (cell_value, value)
+
+    def mutated(self, container):
+        if container.source is None:
+            if self.in_hop and id(container) not in self.in_hop[-1].created_ids:
+                raise Unsupported(self.in_hop[-1].mutation_message(container.describe()))
+            return
+        self._check_allowed(container.describe())
+        self.mutated_containers[id(container)] = container
+
+    def track_new(self, obj):
+        self.new_objects.append(obj)
+        if self.in_hop:
+            self.in_hop[-1].created_ids.add(id(obj))
+
+    def is_empty(self) -> bool:
+        return not (self.attr_writes or self.global_writes or self.cell_writes or self.mutated_containers)
+
+    def values(self) -> list:
+        """Every Value the replay will need (to decide which tensors leave the graph)."""
+        out = [v for (_, _, v) in self.attr_writes.values()]
+        out += [v for (_, _, v) in self.global_writes.values()]
+        out += [v for (_, v) in self.cell_writes.values()]
+        for c in self.mutated_containers.values():
+            out += c.contents()
+        return out

@@ -1,0 +1,192 @@
+"""Where a value lives at run time.
+
+A Value says what something is while Kiln traces; its Source says how to read the
+same thing again when the compiled frame is called.  Guards and glue code are both
+generated from Sources as Python expressions over the frame's arguments, so a
+source's ``expr()`` must be cheap and side-effect free.
+
+Objects that expressions need (a module's globals dict, a class to compare against)
+are interned into a shared :class:`Namespace` under generated names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Namespace:
+    """Names for objects that generated code refers to (``___c0``, ``___g1`` ...)."""
+
+    def __init__(self):
+        self.values: dict[str, object] = {}
+        self._by_id: dict[int, str] = {}
+
+    def bound(self, source) -> str | None:
+        """A temporary already holding ``source``'s value, if the caller has one."""
+        return None
+
+    def ref(self, obj, prefix: str = "___c") -> str:
+        key = id(obj)
+        name = self._by_id.get(key)
+        if name is None:
+            name = f"{prefix}{len(self.values)}"
+            self.values[name] = obj
+            self._by_id[key] = name
+        return name
+
+
+class Source:
+    """Base class: subclasses are frozen dataclasses so they hash and compare."""
+
+    def expr(self, ns: Namespace) -> str:
+        """This source as a Python expression; ``ns`` may substitute a bound temporary."""
+        bound = ns.bound(self)
+        return bound if bound is not None else self._expr(ns)
+
+    def _expr(self, ns: Namespace) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A user-facing name, e.g. ``self.layer[0].weight``."""
+        return self.expr(_DescribeNS())
+
+    @property
+    def base(self) -> "Source | None":
+        return None
+
+    def root(self) -> "Source":
+        s = self
+        while s.base is not None:
+            s = s.base
+        return s
+
+
+class _DescribeNS(Namespace):
+    def ref(self, obj, prefix: str = "___c") -> str:
+        if isinstance(obj, dict) and "__name__" in obj:
+            return f"<globals of {obj['__name__']}>"
+        return getattr(obj, "__qualname__", None) or type(obj).__name__
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    """An argument of the compiled frame (also a restored local of a continuation)."""
+    name: str
+
+    def _expr(self, ns):
+        return self.name
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    """``globals_dict[name]`` of some module (the frame's or an inlined callee's)."""
+    globals_id: int
+    name: str
+    globals_ref: object = None  # the dict itself; excluded from eq via id
+
+    def __hash__(self):
+        return hash((self.globals_id, self.name))
+
+    def __eq__(self, other):
+        return isinstance(other, GlobalSource) and (self.globals_id, self.name) == (other.globals_id, other.name)
+
+    def _expr(self, ns):
+        if isinstance(ns, _DescribeNS):
+            return self.name
+        return f"{ns.ref(self.globals_ref, '___g')}[{self.name!r}]"
+
+
+@dataclass(frozen=True)
+class BuiltinSource(Source):
+    name: str
+
+    def _expr(self, ns):
+        return self.name
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    base_src: Source
+    name: str
+
+    @property
+    def base(self):
+        return self.base_src
+
+    def _expr(self, ns):
+        return f"{self.base_src.expr(ns)}.{self.name}"
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    """``base[index]`` for a constant index (int, str, or another hashable literal)."""
+    base_src: Source
+    index: object
+
+    @property
+    def base(self):
+        return self.base_src
+
+    def _expr(self, ns):
+        idx = self.index
+        text = repr(idx) if isinstance(idx, (int, str, float, bool, type(None))) else ns.ref(idx)
+        return f"{self.base_src.expr(ns)}[{text}]"
+
+
+@dataclass(frozen=True)
+class DictValuesSource(Source):
+    """``list(base.values())[index]``: values of dicts keyed by non-literal objects."""
+    base_src: Source
+    index: int
+
+    @property
+    def base(self):
+        return self.base_src
+
+    def _expr(self, ns):
+        return f"list({self.base_src.expr(ns)}.values())[{self.index}]"
+
+
+@dataclass(frozen=True)
+class ClosureSource(Source):
+    """The contents of cell ``index`` of a function's closure."""
+    fn_src: Source
+    index: int
+
+    @property
+    def base(self):
+        return self.fn_src
+
+    def _expr(self, ns):
+        return f"{self.fn_src.expr(ns)}.__closure__[{self.index}].cell_contents"
+
+
+@dataclass(frozen=True)
+class ConstSource(Source):
+    """An object Kiln holds a reference to (used for identity guards on constants)."""
+    obj_id: int
+    obj: object = None
+
+    def __hash__(self):
+        return hash(self.obj_id)
+
+    def __eq__(self, other):
+        return isinstance(other, ConstSource) and other.obj_id == self.obj_id
+
+    def _expr(self, ns):
+        return ns.ref(self.obj)
+
+
+@dataclass(frozen=True)
+class FnSource(Source):
+    """The function object whose frame is being compiled (first glue argument)."""
+
+    def _expr(self, ns):
+        return "___fn"
+
+    def describe(self):
+        return "<compiled function>"
+
+
+def param_source(src: Source, kind: str, name: str) -> Source:
+    """Fast path into ``nn.Module`` state: ``mod._parameters['w']`` instead of ``mod.w``."""
+    return ItemSource(AttrSource(src, kind), name)

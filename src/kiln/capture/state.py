@@ -1,0 +1,93 @@
+"""CaptureState: everything one capture shares across the root frame and every
+function inlined into it (graph, guards, side effects, the object -> Value map)."""
+from __future__ import annotations
+
+import torch
+
+from ..exc import Unsupported
+from .graph import GraphBuilder
+from .guards import GuardSet
+from .side_effects import SideEffects
+from .sources import Namespace
+
+INSTRUCTION_LIMIT = 2_000_000
+
+
+class CaptureState:
+    def __init__(self, fn, fullgraph: bool):
+        self.fn = fn
+        self.fullgraph = fullgraph
+        self.ns = Namespace()
+        self.guards = GuardSet(self.ns)
+        self.builder = GraphBuilder()
+        self.side_effects = SideEffects()
+        self.fake_values: dict[int, object] = {}   # id(fake) -> TensorValue
+        self.replayed: dict[int, object] = {}      # id(instance) -> ReplayedObjectValue
+        self._known: dict[int, object] = {}        # id(real object) -> Value
+        self._cells: dict[int, object] = {}        # id(real cell) -> CellValue
+        self.keepalive: list = []
+        self.instructions_run = 0
+        self._initial_grad_mode = torch.is_grad_enabled()
+        self._grad_mode_changed = False
+        self._special = None
+        self.guards.global_state()
+
+    # -- object identity --------------------------------------------------------------
+    def known_value(self, obj):
+        return self._known.get(id(obj))
+
+    def remember(self, obj, value):
+        self._known[id(obj)] = value
+        self.keepalive.append(obj)
+        return value
+
+    def cell_for(self, real_cell, source):
+        from .values.functions import CellValue
+        cv = self._cells.get(id(real_cell))
+        if cv is None:
+            cv = CellValue(None, source, real_cell)
+            self._cells[id(real_cell)] = cv
+            self.keepalive.append(real_cell)
+        return cv
+
+    def real_value(self, source):
+        """Evaluate a source against the real arguments (for rare lazy reads)."""
+        return eval(source.expr(self.ns), {**self.ns.values}, self.real_locals)
+
+    real_locals: dict = {}
+
+    # -- special functions -------------------------------------------------------------
+    def special_functions(self) -> dict:
+        if self._special is None:
+            from .values.callables import GraphBreakFunctionValue, torch_special_functions
+            from .. import api
+            table = torch_special_functions()
+            table[api.graph_break] = GraphBreakFunctionValue(api.graph_break)
+            self._special = table
+        return self._special
+
+    # -- global state ----------------------------------------------------------------------
+    def set_grad_mode(self, mode: bool):
+        if mode != torch.is_grad_enabled():
+            self.builder.raw(torch._C._set_grad_enabled, (mode,))
+            torch._C._set_grad_enabled(mode)
+            self._grad_mode_changed = True
+
+    def restore_global_state(self):
+        """Put grad mode back after tracing (and close the graph's region)."""
+        if torch.is_grad_enabled() != self._initial_grad_mode:
+            self.builder.raw(torch._C._set_grad_enabled, (self._initial_grad_mode,))
+            torch._C._set_grad_enabled(self._initial_grad_mode)
+
+    def tick(self):
+        self.instructions_run += 1
+        if self.instructions_run > INSTRUCTION_LIMIT:
+            raise Unsupported(f"more than {INSTRUCTION_LIMIT} instructions traced (a very long unrolled loop?)")
+
+    def note_tensor_mutation(self, args, kwargs):
+        if self.side_effects.in_hop:
+            from .values.tensor import TensorValue
+            scope = self.side_effects.in_hop[-1]
+            first = args[0] if args else None
+            if isinstance(first, TensorValue) and id(first) not in scope.created_ids:
+                raise Unsupported(scope.mutation_message(f"tensor {first.describe()} (in-place op)"))

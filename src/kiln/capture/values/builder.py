@@ -1,0 +1,327 @@
+"""Turning real Python objects into Values (and guarding them), and turning the
+results of fake-tensor computations back into Values.
+
+``wrap`` is the one place that decides what kind of Value a real object becomes;
+every guard on an input is installed here, at the moment Kiln first reads it.
+"""
+from __future__ import annotations
+
+import collections
+import enum
+import functools
+import types
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+from ...exc import Unsupported
+from ..sources import AttrSource, ConstSource, DictValuesSource, ItemSource
+from .base import ConstantValue, Value, const
+from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
+from .functions import BoundMethodValue, PartialValue, UserFunctionValue
+from .objects import (ClassValue, ModuleValue, NewObjectValue, ObjectValue, PythonModuleValue,
+                      ReplayedObjectValue, is_plain_class, is_replayable_class)
+from .tensor import TensorValue
+
+_LITERALS = (int, float, bool, str, bytes, complex, type(None))
+_METADATA_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo,
+                       range, slice, type(Ellipsis), type(NotImplemented))
+
+
+def _is_namedtuple_class(cls) -> bool:
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+def _is_structseq_class(cls) -> bool:
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+
+
+def wrap(tx, obj, source) -> Value:
+    """The Value for a real object read from ``source`` (None: a trusted constant)."""
+    state = tx.state
+    known = state.known_value(obj)
+    if known is not None:
+        if source is not None and known.source is not None and source != known.source:
+            state.guards.same_object(source, known.source)
+        return known
+    guards = state.guards if source is not None else None
+
+    if isinstance(obj, torch.Tensor):
+        return _wrap_tensor(tx, obj, source)
+    t = type(obj)
+    if t in _LITERALS:
+        if guards is not None:
+            guards.constant(source, obj)
+        return ConstantValue(obj, source)
+    if isinstance(obj, _METADATA_CONSTANTS) or isinstance(obj, enum.Enum):
+        if guards is not None:
+            if isinstance(obj, (torch.dtype, enum.Enum, type(Ellipsis), type(NotImplemented))):
+                guards.identity(source, obj, "constant")
+            else:
+                guards.constant(source, obj)
+        return ConstantValue(obj, source)
+    if isinstance(obj, torch.Size):
+        if guards is not None:
+            guards.constant(source, obj)
+        return ConstantValue(obj, source)
+    if t is tuple or _is_namedtuple_class(t) or _is_structseq_class(t):
+        if guards is not None:
+            guards.length(source, obj)
+        items = [wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)]
+        return TupleValue(items, source) if t is tuple else NamedTupleValue(items, t, source)
+    if t is list:
+        if guards is not None:
+            guards.length(source, obj)
+        v = ListValue([wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)], source)
+        return state.remember(obj, v)
+    if t in (dict, collections.OrderedDict, collections.defaultdict):
+        return _wrap_dict(tx, obj, source)
+    if t in (set, frozenset):
+        if not all(type(k) in _LITERALS for k in obj):
+            raise Unsupported("sets of non-constant items read from outside the frame")
+        if guards is not None:
+            guards.constant(source, obj) if t is frozenset else guards.add(
+                "const", source, f"{{v}} == {state.ns.ref(set(obj))}", f"{source.describe()} == {obj!r}")
+        if t is frozenset:
+            return ConstantValue(obj, source)
+        return state.remember(obj, SetValue({k: const(k) for k in obj}, source))
+    if isinstance(obj, torch.nn.Module):
+        if guards is not None:
+            guards.identity(source, obj, "module")
+        return state.remember(obj, ModuleValue(obj, source))
+    if isinstance(obj, types.FunctionType):
+        return _wrap_function(tx, obj, source)
+    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
+                        types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)) \
+            or type(obj).__name__ in ("OpOverloadPacket", "OpOverload"):
+        from .callables import wrap_c_callable
+        if guards is not None:
+            guards.identity(source, obj, "function")
+        return wrap_c_callable(tx, obj, source)
+    if isinstance(obj, types.ModuleType):
+        if guards is not None:
+            guards.identity(source, obj, "module")
+        return PythonModuleValue(obj, source)
+    if isinstance(obj, type):
+        if guards is not None:
+            guards.identity(source, obj, "class")
+        from .callables import wrap_class
+        return wrap_class(tx, obj, source)
+    if isinstance(obj, functools.partial):
+        if guards is not None:
+            guards.type_is(source, obj)
+            guards.length(AttrSource(source, "args"), obj.args)
+            guards.dict_keys(AttrSource(source, "keywords"), obj.keywords)
+        func = wrap(tx, obj.func, AttrSource(source, "func") if source else None)
+        args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None) for i, a in enumerate(obj.args)]
+        kwargs = {k: wrap(tx, a, ItemSource(AttrSource(source, "keywords"), k) if source else None)
+                  for k, a in obj.keywords.items()}
+        return PartialValue(func, args, kwargs, source, obj)
+    if isinstance(obj, types.MethodType):
+        if guards is not None:
+            guards.type_is(source, obj)
+        func = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
+        self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
+        return BoundMethodValue(func, self_v, source)
+    from .callables import wrap_special_object
+    special = wrap_special_object(tx, obj, source)
+    if special is not None:
+        return special
+    if guards is not None:
+        guards.type_is(source, obj)
+    return state.remember(obj, ObjectValue(obj, source))
+
+
+def _wrap_tensor(tx, obj: torch.Tensor, source) -> Value:
+    state = tx.state
+    if type(obj) not in (torch.Tensor, torch.nn.Parameter, torch.nn.parameter.Buffer) \
+            and not isinstance(obj, torch.nn.parameter.Buffer):
+        raise Unsupported(f"tensor subclass {type(obj).__name__} is not supported")
+    if isinstance(obj, FakeTensor):
+        raise Unsupported("a fake tensor leaked into a real value (internal error)")
+    if obj.is_sparse or obj.layout != torch.strided:
+        raise Unsupported(f"tensors with layout {obj.layout} are not supported")
+    if source is None:
+        source = ConstSource(id(obj), obj)
+    else:
+        state.guards.tensor(source, obj)
+    node, fake = state.builder.add_input(obj, source, source.describe())
+    v = TensorValue(node, fake, source)
+    v.cls = type(obj)
+    state.remember(obj, v)
+    state.fake_values[id(fake)] = v
+    return v
+
+
+def _wrap_dict(tx, obj: dict, source) -> Value:
+    state = tx.state
+    if source is not None:
+        state.guards.dict_keys(source, obj)
+    items, key_values = {}, {}
+    for i, (k, val) in enumerate(obj.items()):
+        if type(k) in _LITERALS:
+            src = ItemSource(source, k) if source is not None else None
+        else:
+            src = DictValuesSource(source, i) if source is not None else None
+            key_values[k] = wrap(tx, k, None)
+        items[k] = wrap(tx, val, src)
+    factory = None
+    if type(obj) is collections.defaultdict and obj.default_factory is not None:
+        factory = wrap(tx, obj.default_factory, AttrSource(source, "default_factory") if source else None)
+    return state.remember(obj, DictValue(items, source, cls=type(obj), key_values=key_values, default_factory=factory))
+
+
+def _wrap_function(tx, fn: types.FunctionType, source) -> Value:
+    from .callables import wrap_python_function
+    state = tx.state
+    if source is not None:
+        if fn.__closure__:
+            state.guards.add("id", source, f"{{v}}.__code__ is {state.ns.ref(fn.__code__)}",
+                             f"{source.describe()} runs the same code")
+        else:
+            state.guards.identity(source, fn, "function")
+    special = wrap_python_function(tx, fn, source)
+    if special is not None:
+        return special
+    return UserFunctionValue(fn, source)
+
+
+# ----------------------------------------------------------------------------------------
+# Results of computations
+
+
+def wrap_fake_result(tx, node, result) -> Value:
+    """Wrap what a graph op returned on fakes; ``node`` is None when the op was dropped."""
+    state = tx.state
+    if isinstance(result, FakeTensor):
+        existing = state.fake_values.get(id(result))
+        if existing is not None:
+            return existing
+        if node is None:
+            raise Unsupported("internal: tensor result without a graph node")
+        v = TensorValue(node, result)
+        v.cls = torch.Tensor
+        state.fake_values[id(result)] = v
+        return v
+    if isinstance(result, (tuple, list)) and not isinstance(result, torch.Size):
+        items = []
+        for i, r in enumerate(result):
+            if isinstance(r, FakeTensor) and id(r) not in state.fake_values:
+                items.append(wrap_fake_result(tx, state.builder.getitem(node, i, r), r))
+            elif isinstance(r, (tuple, list)) and not isinstance(r, torch.Size) and node is not None:
+                items.append(wrap_fake_result(tx, state.builder.getitem(node, i, r), r))
+            else:
+                items.append(wrap_fake_result(tx, None, r))
+        if type(result) is list:
+            return ListValue(items)
+        if type(result) is tuple:
+            return TupleValue(items)
+        nt = NamedTupleValue(items, type(result))
+        if _is_structseq_class(type(result)):
+            nt.field_order = _structseq_fields(result)
+        return nt
+    if isinstance(result, torch.Tensor):
+        raise Unsupported("a real tensor was produced while tracing (internal error)")
+    if result is None or type(result) in _LITERALS or isinstance(result, (torch.Size, *_METADATA_CONSTANTS)):
+        return const(result)
+    raise Unsupported(f"graph op returned an unsupported {type(result).__name__}")
+
+
+def _structseq_fields(result) -> list:
+    names = [n for n in dir(type(result)) if not n.startswith("_") and n not in
+             ("count", "index", "n_fields", "n_sequence_fields", "n_unnamed_fields")]
+    order = []
+    for i, item in enumerate(result):
+        for n in names:
+            if getattr(result, n) is item and n not in order:
+                order.append(n)
+                break
+    return order
+
+
+def wrap_real_result(tx, obj, owner=None) -> Value:
+    """A value computed by really running something at trace time (no source)."""
+    return wrap(tx, obj, None)
+
+
+def wrap_traced_object(tx, real) -> Value:
+    """Map a structure holding fakes (from a replayed constructor) back to Values."""
+    state = tx.state
+    if isinstance(real, FakeTensor):
+        v = state.fake_values.get(id(real))
+        if v is None:
+            raise Unsupported("an object built in the frame holds a tensor Kiln did not trace")
+        return v
+    if isinstance(real, torch.Tensor):
+        return wrap(tx, real, None)
+    replayed = state.replayed.get(id(real))
+    if replayed is not None:
+        return replayed
+    if type(real) in (tuple, list):
+        items = [wrap_traced_object(tx, r) for r in real]
+        return TupleValue(items) if type(real) is tuple else ListValue(items)
+    if type(real) is dict:
+        return DictValue({k: wrap_traced_object(tx, v) for k, v in real.items()})
+    return wrap(tx, real, None)
+
+
+def lower_to_real(tx, v: Value):
+    """The real/fake Python object for a Value, for running a constructor on fakes."""
+    if isinstance(v, TensorValue):
+        return v.fake
+    if isinstance(v, ConstantValue):
+        return v.value
+    if isinstance(v, TupleValue):
+        items = [lower_to_real(tx, i) for i in v.items]
+        return v.python_type()(*items) if isinstance(v, NamedTupleValue) and hasattr(v.cls, "_fields") else tuple(items)
+    if isinstance(v, ListValue):
+        return [lower_to_real(tx, i) for i in v.items]
+    if isinstance(v, DictValue):
+        return {k: lower_to_real(tx, i) for k, i in v.items.items()}
+    if isinstance(v, ReplayedObjectValue):
+        return v.instance
+    real = getattr(v, "real_object", None)
+    if real is not None and not isinstance(v, (ListValue, DictValue, ObjectValue)):
+        return real()
+    if isinstance(v, ObjectValue) and not isinstance(v.obj, (list, dict)):
+        return v.obj
+    raise Unsupported(f"{v.describe()} cannot be passed to a constructor Kiln replays")
+
+
+def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
+    """``cls(*args, **kwargs)`` for a class read while tracing."""
+    from .functions import bind_arguments  # noqa: F401 - used by namedtuple path
+    cls = cls_value.obj
+    if _is_namedtuple_class(cls):
+        fields = cls._fields
+        values = dict(zip(fields, args))
+        values.update(kwargs)
+        for f, d in getattr(cls, "_field_defaults", {}).items():
+            values.setdefault(f, wrap(tx, d, None))
+        missing = [f for f in fields if f not in values]
+        if missing:
+            raise Unsupported(f"{cls.__name__}() missing fields {missing}")
+        return NamedTupleValue([values[f] for f in fields], cls)
+    if is_replayable_class(cls):
+        real_args = [lower_to_real(tx, a) for a in args]
+        real_kwargs = {k: lower_to_real(tx, v) for k, v in kwargs.items()}
+        try:
+            with tx.state.builder.fake_mode:
+                instance = cls(*real_args, **real_kwargs)
+        except Exception as e:
+            raise Unsupported(f"building {cls.__name__} at trace time failed: {type(e).__name__}: {e}") from e
+        v = ReplayedObjectValue(instance, cls, args, kwargs)
+        tx.state.replayed[id(instance)] = v
+        tx.state.keepalive.append(instance)
+        return v
+    if is_plain_class(cls):
+        obj = NewObjectValue(cls)
+        tx.state.side_effects.track_new(obj)
+        init = cls.__init__
+        if init is object.__init__:
+            if args or kwargs:
+                raise Unsupported(f"{cls.__name__}() takes no arguments")
+        else:
+            wrap(tx, init, None).call(tx, [obj, *args], kwargs)
+        return obj
+    raise Unsupported(f"constructing a {cls.__module__}.{cls.__qualname__} inside a compiled region")

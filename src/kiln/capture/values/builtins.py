@@ -1,0 +1,495 @@
+"""Python builtins, ``math`` and ``operator`` functions, evaluated on Values.
+
+One handler per builtin in the BUILTINS table below.  Handlers fold constants,
+unroll over containers and hand tensor work to the graph.
+"""
+from __future__ import annotations
+
+import builtins as _b
+import functools
+import itertools
+import math
+import operator
+
+import torch
+
+from ...exc import Unsupported
+from .base import ConstantValue, Value, const
+from .containers import DictValue, IteratorValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from .tensor import TensorValue, graph_call
+
+
+class BuiltinValue(Value):
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def real_object(self):
+        return self.fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def describe(self):
+        return f"builtin {getattr(self.fn, '__name__', self.fn)}"
+
+    def call(self, tx, args, kwargs):
+        return BUILTINS[self.fn](tx, list(args), dict(kwargs))
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+        if isinstance(self.fn, type):
+            try:
+                return wrap(tx, getattr(self.fn, name), None)
+            except AttributeError:
+                pass
+        raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def reconstruct(self, cg):
+        return cg.ref(self.fn)
+
+
+def _consts(args):
+    return [a.as_constant() for a in args]
+
+
+def _fold(fn):
+    def handler(tx, args, kwargs):
+        try:
+            return const(fn(*_consts(args), **{k: v.as_constant() for k, v in kwargs.items()}))
+        except Unsupported:
+            raise
+        except Exception as e:
+            raise Unsupported(f"{getattr(fn, '__name__', fn)}() raised {type(e).__name__}: {e} "
+                              f"(Kiln does not trace raised exceptions)") from e
+    return handler
+
+
+def _iter_items(tx, v: Value) -> list:
+    return v.unpack(tx)
+
+
+def _len(tx, args, kwargs):
+    return const(args[0].length(tx))
+
+
+def _isinstance(tx, args, kwargs):
+    obj, cls = args
+    classes = cls.as_constant() if cls.is_constant() else _real_classes(tx, cls)
+    t = obj.python_type()
+    if isinstance(obj, TensorValue):
+        t = getattr(obj, "cls", torch.Tensor)
+    if not isinstance(classes, tuple):
+        classes = (classes,)
+    try:
+        return const(any(_subclass(t, c) for c in classes))
+    except TypeError as e:
+        raise Unsupported(f"isinstance(): {e}")
+
+
+def _subclass(t, c) -> bool:
+    if c is torch.Tensor and issubclass(t, torch.Tensor):
+        return True
+    return issubclass(t, c)
+
+
+def _real_classes(tx, cls: Value):
+    if isinstance(cls, TupleValue):
+        return tuple(_real_classes(tx, c) for c in cls.items)
+    real = getattr(cls, "real_object", None)
+    if real is None:
+        raise Unsupported("isinstance() with a class Kiln cannot identify")
+    return real()
+
+
+def _issubclass(tx, args, kwargs):
+    a = _real_classes(tx, args[0])
+    b = args[1].as_constant() if args[1].is_constant() else _real_classes(tx, args[1])
+    return const(issubclass(a, b))
+
+
+def _hasattr(tx, args, kwargs):
+    from .objects import AttributeMissing
+    try:
+        args[0].getattr(tx, args[1].as_constant())
+        return const(True)
+    except AttributeMissing:
+        return const(False)
+
+
+def _getattr(tx, args, kwargs):
+    from .objects import AttributeMissing
+    name = args[1].as_constant()
+    if len(args) == 3:
+        try:
+            return args[0].getattr(tx, name)
+        except AttributeMissing:
+            return args[2]
+    return args[0].getattr(tx, name)
+
+
+def _setattr(tx, args, kwargs):
+    args[0].setattr(tx, args[1].as_constant(), args[2])
+    return const(None)
+
+
+def _delattr(tx, args, kwargs):
+    args[0].delattr(tx, args[1].as_constant())
+    return const(None)
+
+
+def _range(tx, args, kwargs):
+    return const(range(*_consts(args)))
+
+
+def _enumerate(tx, args, kwargs):
+    start = (args[1] if len(args) > 1 else kwargs.get("start", const(0))).as_constant()
+    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(_iter_items(tx, args[0]))])
+
+
+def _zip(tx, args, kwargs):
+    strict = kwargs.get("strict", const(False)).as_constant()
+    lists = [_iter_items(tx, a) for a in args]
+    if strict and len({len(x) for x in lists}) > 1:
+        raise Unsupported("zip(strict=True) with different lengths")
+    return IteratorValue([TupleValue(list(t)) for t in zip(*lists)])
+
+
+def _reversed(tx, args, kwargs):
+    return IteratorValue(list(reversed(_iter_items(tx, args[0]))))
+
+
+def _iter(tx, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("iter() with a sentinel")
+    if isinstance(args[0], IteratorValue):
+        return args[0]
+    return IteratorValue(_iter_items(tx, args[0]))
+
+
+def _next(tx, args, kwargs):
+    it = args[0]
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(f"next() on {it.describe()}")
+    v = it.next()
+    if v is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("StopIteration from next() (Kiln does not trace raised exceptions)")
+    return v
+
+
+def _list(tx, args, kwargs):
+    return ListValue(_iter_items(tx, args[0]) if args else [])
+
+
+def _tuple(tx, args, kwargs):
+    if args and isinstance(args[0], TupleValue) and type(args[0]) is TupleValue:
+        return args[0]
+    return TupleValue(_iter_items(tx, args[0]) if args else [])
+
+
+def _dict(tx, args, kwargs):
+    d = DictValue({})
+    if args:
+        src = args[0]
+        if isinstance(src, DictValue):
+            d = DictValue(src.items, key_values=src.key_values)
+        else:
+            for pair in _iter_items(tx, src):
+                k, v = pair.unpack(tx)
+                d.items[key_of(k)] = v
+                if not isinstance(k, ConstantValue):
+                    d.key_values[key_of(k)] = k
+    d.items.update(kwargs)
+    return d
+
+
+def _set(tx, args, kwargs):
+    return SetValue({key_of(v): v for v in _iter_items(tx, args[0])} if args else {})
+
+
+def _frozenset(tx, args, kwargs):
+    s = _set(tx, args, kwargs)
+    s.frozen = True
+    return s
+
+
+def _minmax(fn, torch_fn):
+    def handler(tx, args, kwargs):
+        items = _iter_items(tx, args[0]) if len(args) == 1 else args
+        if kwargs.get("key") is not None:
+            key = kwargs.pop("key")
+            keys = [key.call(tx, [i], {}).as_constant() for i in items]
+            idx = fn(range(len(items)), key=lambda i: keys[i])
+            return items[idx]
+        if any(isinstance(i, TensorValue) for i in items):
+            if len(items) == 2:
+                a, b = items
+                if isinstance(a, TensorValue) and isinstance(b, TensorValue):
+                    return graph_call(tx, "call_function", torch_fn, [a, b], {})
+            raise Unsupported(f"{fn.__name__}() over tensors compares their values (data-dependent)")
+        if not items and "default" in kwargs:
+            return kwargs["default"]
+        return const(fn(_consts(items)))
+    return handler
+
+
+def _sum(tx, args, kwargs):
+    from ..operators import binary
+    items = _iter_items(tx, args[0])
+    start = args[1] if len(args) > 1 else kwargs.get("start", const(0))
+    total = start
+    for i in items:
+        total = binary(tx, operator.add, total, i)
+    return total
+
+
+def _all_any(fn):
+    def handler(tx, args, kwargs):
+        items = _iter_items(tx, args[0])
+        return const(fn(i.truth(tx) for i in items))
+    return handler
+
+
+def _abs(tx, args, kwargs):
+    if isinstance(args[0], TensorValue):
+        return graph_call(tx, "call_function", torch.abs, args, {})
+    return const(abs(args[0].as_constant()))
+
+
+def _numeric(cls):
+    def handler(tx, args, kwargs):
+        if args and isinstance(args[0], TensorValue):
+            raise Unsupported(f"{cls.__name__}() of a tensor needs its data")
+        return _fold(cls)(tx, args, kwargs)
+    return handler
+
+
+def _bool(tx, args, kwargs):
+    return const(args[0].truth(tx)) if args else const(False)
+
+
+def _type(tx, args, kwargs):
+    from .builder import wrap
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments")
+    v = args[0]
+    t = getattr(v, "cls", None) if isinstance(v, TensorValue) else v.python_type()
+    return wrap(tx, t or torch.Tensor, None)
+
+
+def _callable(tx, args, kwargs):
+    v = args[0]
+    from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
+    from .objects import ClassValue, ModuleValue
+    if isinstance(v, (BaseFunctionValue, BoundMethodValue, PartialValue, ClassValue, ModuleValue, BuiltinValue)):
+        return const(True)
+    if isinstance(v, ConstantValue):
+        return const(callable(v.value))
+    real = getattr(v, "real_object", None)
+    if real is not None:
+        return const(callable(real()))
+    return const(callable(v.python_type()) and hasattr(v.python_type(), "__call__"))
+
+
+def _map(tx, args, kwargs):
+    fn, *its = args
+    lists = [_iter_items(tx, i) for i in its]
+    return IteratorValue([fn.call(tx, list(group), {}) for group in zip(*lists)])
+
+
+def _filter(tx, args, kwargs):
+    fn, it = args
+    items = _iter_items(tx, it)
+    if isinstance(fn, ConstantValue) and fn.value is None:
+        return IteratorValue([i for i in items if i.truth(tx)])
+    return IteratorValue([i for i in items if fn.call(tx, [i], {}).truth(tx)])
+
+
+def _sorted(tx, args, kwargs):
+    lst = ListValue(_iter_items(tx, args[0]))
+    lst.call_method(tx, "sort", [], kwargs) if False else _sort_in_place(tx, lst, kwargs)
+    return lst
+
+
+def _sort_in_place(tx, lst, kwargs):
+    key = kwargs.get("key")
+    reverse = bool(kwargs.get("reverse", const(False)).as_constant())
+    if key is not None and not (isinstance(key, ConstantValue) and key.value is None):
+        keys = [key.call(tx, [i], {}).as_constant() for i in lst.items]
+    else:
+        keys = [i.as_constant() for i in lst.items]
+    order = sorted(range(len(keys)), key=lambda i: keys[i], reverse=reverse)
+    lst.items[:] = [lst.items[i] for i in order]
+
+
+def _print(tx, args, kwargs):
+    raise Unsupported("print() has a side effect Kiln does not capture")
+
+
+def _super(tx, args, kwargs):
+    return tx.make_super(args)
+
+
+def _slice(tx, args, kwargs):
+    parts = list(args) + [const(None)] * (3 - len(args))
+    if len(args) == 1:
+        parts = [const(None), args[0], const(None)]
+    return SliceValue(*parts)
+
+
+def _id(tx, args, kwargs):
+    real = getattr(args[0], "real_object", None)
+    if real is not None:
+        return const(id(real()))
+    raise Unsupported("id() of a value made while tracing")
+
+
+def _round(tx, args, kwargs):
+    if isinstance(args[0], TensorValue):
+        return graph_call(tx, "call_function", torch.round, args[:1], {})
+    return _fold(round)(tx, args, kwargs)
+
+
+def _pow(tx, args, kwargs):
+    from ..operators import binary
+    if len(args) == 2:
+        return binary(tx, operator.pow, args[0], args[1])
+    return _fold(pow)(tx, args, kwargs)
+
+
+def _divmod(tx, args, kwargs):
+    return _fold(divmod)(tx, args, kwargs)
+
+
+def _str(tx, args, kwargs):
+    if args and not args[0].is_constant():
+        raise Unsupported(f"str() of {args[0].describe()}")
+    return _fold(str)(tx, args, kwargs)
+
+
+def _object_new(tx, args, kwargs):
+    from .objects import NewObjectValue, is_plain_class
+    cls = _real_classes(tx, args[0])
+    if not is_plain_class(cls):
+        raise Unsupported(f"object.__new__({cls.__name__})")
+    obj = NewObjectValue(cls)
+    tx.state.side_effects.track_new(obj)
+    return obj
+
+
+def _operator_binary(fn):
+    def handler(tx, args, kwargs):
+        from ..operators import binary, compare, inplace, COMPARE_OPS, INPLACE_TO_BINARY
+        if fn in COMPARE_OPS.values():
+            return compare(tx, fn, *args)
+        if fn in INPLACE_TO_BINARY:
+            return inplace(tx, fn, *args)
+        return binary(tx, fn, *args)
+    return handler
+
+
+def _operator_unary(fn):
+    def handler(tx, args, kwargs):
+        from ..operators import unary
+        return unary(tx, fn, args[0])
+    return handler
+
+
+def _getitem(tx, args, kwargs):
+    return args[0].getitem(tx, args[1])
+
+
+def _setitem(tx, args, kwargs):
+    args[0].setitem(tx, args[1], args[2])
+    return const(None)
+
+
+def _is(tx, args, kwargs):
+    from ..operators import identical
+    return const(identical(tx, args[0], args[1]))
+
+
+def _contains(tx, args, kwargs):
+    from ..operators import contains
+    return const(contains(tx, args[0], args[1]))
+
+
+def _truth(tx, args, kwargs):
+    return const(args[0].truth(tx))
+
+
+def _not(tx, args, kwargs):
+    return const(not args[0].truth(tx))
+
+
+def _attrgetter_call(tx, args, kwargs):
+    raise Unsupported("operator.attrgetter objects")
+
+
+def _math_fn(fn, torch_fn=None):
+    def handler(tx, args, kwargs):
+        if any(isinstance(a, TensorValue) for a in args):
+            if torch_fn is None:
+                raise Unsupported(f"math.{fn.__name__} of a tensor needs its data")
+            return graph_call(tx, "call_function", torch_fn, args, {})
+        return _fold(fn)(tx, args, kwargs)
+    return handler
+
+
+def _chain(tx, args, kwargs):
+    return IteratorValue([i for a in args for i in _iter_items(tx, a)])
+
+
+def _product(tx, args, kwargs):
+    lists = [_iter_items(tx, a) for a in args]
+    return IteratorValue([TupleValue(list(t)) for t in itertools.product(*lists)])
+
+
+def _accumulate_not_supported(tx, args, kwargs):
+    raise Unsupported("itertools function not supported")
+
+
+def _reduce(tx, args, kwargs):
+    fn, it = args[0], _iter_items(tx, args[1])
+    acc = args[2] if len(args) > 2 else it.pop(0)
+    for i in it:
+        acc = fn.call(tx, [acc, i], {})
+    return acc
+
+
+BUILTINS: dict = {
+    _b.len: _len, _b.isinstance: _isinstance, _b.issubclass: _issubclass, _b.hasattr: _hasattr,
+    _b.getattr: _getattr, _b.setattr: _setattr, _b.delattr: _delattr, _b.range: _range,
+    _b.enumerate: _enumerate, _b.zip: _zip, _b.reversed: _reversed, _b.iter: _iter, _b.next: _next,
+    _b.list: _list, _b.tuple: _tuple, _b.dict: _dict, _b.set: _set, _b.frozenset: _frozenset,
+    _b.min: _minmax(min, torch.minimum), _b.max: _minmax(max, torch.maximum), _b.sum: _sum,
+    _b.all: _all_any(all), _b.any: _all_any(any), _b.abs: _abs, _b.int: _numeric(int),
+    _b.float: _numeric(float), _b.bool: _bool, _b.str: _str, _b.type: _type, _b.callable: _callable,
+    _b.map: _map, _b.filter: _filter, _b.sorted: _sorted, _b.print: _print, _b.super: _super,
+    _b.slice: _slice, _b.id: _id, _b.round: _round, _b.pow: _pow, _b.divmod: _divmod,
+    _b.repr: _fold(repr), _b.format: _fold(format), _b.ord: _fold(ord), _b.chr: _fold(chr),
+    _b.hash: _fold(hash), _b.complex: _fold(complex), object.__new__: _object_new,
+    operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _is,
+    operator.contains: _contains, operator.truth: _truth, operator.not_: _not,
+    operator.index: _fold(operator.index),
+    itertools.chain: _chain, itertools.product: _product, functools.reduce: _reduce,
+}
+for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+            operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
+            operator.rshift, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,
+            operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
+            operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor):
+    BUILTINS[_op] = _operator_binary(_op)
+for _op in (operator.neg, operator.pos, operator.invert, operator.inv, operator.abs):
+    BUILTINS[_op] = _operator_unary(_op)
+_MATH_TORCH = {math.sqrt: torch.sqrt, math.exp: torch.exp, math.log: torch.log, math.sin: torch.sin,
+               math.cos: torch.cos, math.tanh: torch.tanh, math.floor: None, math.ceil: None}
+for _name in ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "floor", "ceil", "pow",
+              "isnan", "isinf", "isfinite", "gcd", "fabs", "prod", "trunc", "atan", "atan2", "erf", "log1p",
+              "expm1", "lcm", "copysign", "comb", "factorial", "hypot", "isclose", "radians", "degrees"):
+    _f = getattr(math, _name, None)
+    if _f is not None:
+        BUILTINS[_f] = _math_fn(_f, _MATH_TORCH.get(_f))
+_ = (SliceValue,)

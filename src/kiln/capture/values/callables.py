@@ -1,0 +1,338 @@
+"""Callables that are not user bytecode: torch functions (recorded in the graph),
+Python builtins (evaluated symbolically), C functions, special torch objects and
+the grad-mode context managers.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import types
+
+import torch
+
+from ...exc import Unsupported
+from .base import ConstantValue, Value, const
+
+
+def _torch_owned(obj) -> bool:
+    mod = getattr(obj, "__module__", None) or ""
+    if mod == "torch" or mod.startswith("torch."):
+        return True
+    qual = getattr(obj, "__qualname__", "") or ""
+    self_obj = getattr(obj, "__self__", None)
+    if isinstance(self_obj, types.ModuleType) and self_obj.__name__.startswith("torch"):
+        return True
+    if isinstance(obj, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+            getattr(obj, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase):
+        return True
+    return qual.startswith("_VariableFunctions") or type(obj).__name__ in ("OpOverloadPacket", "OpOverload")
+
+
+# torch Python functions that Kiln inlines instead of recording as one op
+_INLINE_TORCH_MODULES = ("torch.utils._contextlib", "torch.nn.modules.", "torch.utils._pytree")
+
+
+def wrap_python_function(tx, fn: types.FunctionType, source):
+    """Special meaning for some Python functions; None means: inline it as user code."""
+    special = tx.state.special_functions().get(fn)
+    if special is not None:
+        return special
+    if getattr(fn, "_kiln_disable", False) or getattr(fn, "_torchdynamo_disable", False):
+        return DisabledFunctionValue(fn, source)
+    mod = getattr(fn, "__module__", None) or ""
+    if (mod == "torch" or mod.startswith("torch.")) and not mod.startswith(_INLINE_TORCH_MODULES):
+        return TorchFunctionValue(fn, source)
+    return None
+
+
+def wrap_c_callable(tx, fn, source):
+    special = tx.state.special_functions().get(fn) if _hashable(fn) else None
+    if special is not None:
+        return special
+    from .builtins import BUILTINS, BuiltinValue
+    if _hashable(fn) and fn in BUILTINS:
+        return BuiltinValue(fn, source)
+    if _torch_owned(fn):
+        return TorchFunctionValue(fn, source)
+    return CFunctionValue(fn, source)
+
+
+def wrap_class(tx, cls: type, source):
+    from .builtins import BUILTINS, BuiltinValue
+    from .objects import ClassValue
+    if cls in BUILTINS:
+        return BuiltinValue(cls, source)
+    if cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode):
+        return GradModeClassValue(cls, source)
+    return ClassValue(cls, source)
+
+
+def wrap_special_object(tx, obj, source):
+    from ...api import CompiledFunction
+    if isinstance(obj, CompiledFunction):
+        from ..sources import AttrSource
+        from .builder import wrap
+        from .functions import BoundMethodValue
+        fn = wrap(tx, obj._kiln_fn, AttrSource(source, "_kiln_fn") if source is not None else None)
+        if obj._kiln_self is not None and obj._kiln_self is not _api_nothing():
+            return BoundMethodValue(fn, wrap(tx, obj._kiln_self, AttrSource(source, "_kiln_self") if source else None))
+        return fn
+    if isinstance(obj, torch._C._TensorMeta) or obj is torch.Tensor:
+        return None
+    if isinstance(obj, (torch.no_grad, torch.enable_grad)):
+        return GradModeValue(isinstance(obj, torch.enable_grad))
+    return None
+
+
+def _api_nothing():
+    from ...api import _NOTHING
+    return _NOTHING
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
+class TorchFunctionValue(Value):
+    """A function from torch: calling it records one op in the graph."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def real_object(self):
+        return self.fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def describe(self):
+        return f"torch function {getattr(self.fn, '__qualname__', self.fn)}"
+
+    def call(self, tx, args, kwargs):
+        from .tensor import graph_call
+        if any(isinstance(getattr(a, "obj", None), torch.nn.Module) for a in args):
+            raise Unsupported(f"{getattr(self.fn, '__name__', self.fn)} called with an nn.Module argument")
+        return graph_call(tx, "call_function", self.fn, list(args), dict(kwargs))
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+        try:
+            return wrap(tx, getattr(self.fn, name), None)
+        except AttributeError:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}")
+
+    def reconstruct(self, cg):
+        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
+
+
+class CFunctionValue(Value):
+    """A C function Kiln has no model of: calling it is unsupported (a graph break)."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def real_object(self):
+        return self.fn
+
+    def describe(self):
+        name = getattr(self.fn, "__qualname__", None) or repr(self.fn)
+        mod = getattr(self.fn, "__module__", None)
+        return f"{mod}.{name}" if mod else name
+
+    def call(self, tx, args, kwargs):
+        raise Unsupported(f"call to {self.describe()}, a C function Kiln does not model")
+
+    def reconstruct(self, cg):
+        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
+
+
+class DisabledFunctionValue(Value):
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def real_object(self):
+        return self.fn
+
+    def describe(self):
+        return f"disabled function {getattr(self.fn, '__qualname__', self.fn)}"
+
+    def call(self, tx, args, kwargs):
+        raise Unsupported(f"{self.describe()} is excluded from compilation (kiln.disable / torch.compiler.disable)")
+
+    def reconstruct(self, cg):
+        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
+
+
+class ConstantFunctionValue(Value):
+    """A function whose result Kiln knows at trace time (``is_compiling`` -> True)."""
+
+    def __init__(self, fn, result, guard_global_state=False):
+        self.fn = fn
+        self.result = result
+        self.guard_global_state = guard_global_state
+
+    def real_object(self):
+        return self.fn
+
+    def describe(self):
+        return f"{getattr(self.fn, '__qualname__', self.fn)}"
+
+    def call(self, tx, args, kwargs):
+        return const(self.result() if callable(self.result) else self.result)
+
+
+class IgnoredFunctionValue(Value):
+    """A function whose call can be dropped while tracing (returns None)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def real_object(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        return const(None)
+
+
+class GraphBreakFunctionValue(Value):
+    """``kiln.graph_break()`` / ``torch._dynamo.graph_break()``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def real_object(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        raise Unsupported("explicit graph break (kiln.graph_break())")
+
+
+# -- grad mode ------------------------------------------------------------------------
+
+
+class GradModeValue(Value):
+    """``torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` as a context manager.
+
+    Entering records ``torch._C._set_grad_enabled(mode)`` in the graph and switches
+    the real grad mode while tracing so fake tensors get the right requires_grad.
+    """
+
+    def __init__(self, mode: bool):
+        self.mode = mode
+        self.prior = None
+
+    def python_type(self):
+        return torch.no_grad if not self.mode else torch.enable_grad
+
+    def describe(self):
+        return f"grad mode {'on' if self.mode else 'off'}"
+
+    def enter(self, tx):
+        self.prior = torch.is_grad_enabled()
+        tx.state.set_grad_mode(self.mode)
+        return const(None)
+
+    def exit(self, tx):
+        tx.state.set_grad_mode(self.prior)
+        return const(None)
+
+    def call(self, tx, args, kwargs):
+        # used as a decorator: @torch.no_grad() on a function made in the frame
+        if len(args) == 1 and not kwargs:
+            return GradModeWrappedFunction(self.mode, args[0])
+        raise Unsupported("calling a grad-mode context manager object")
+
+    def reconstruct(self, cg):
+        return f"{cg.ref(torch.set_grad_enabled)}({self.mode})"
+
+
+class GradModeWrappedFunction(Value):
+    def __init__(self, mode, fn):
+        self.mode, self.fn = mode, fn
+
+    def call(self, tx, args, kwargs):
+        ctx = GradModeValue(self.mode)
+        ctx.enter(tx)
+        try:
+            return self.fn.call(tx, args, kwargs)
+        finally:
+            ctx.exit(tx)
+
+
+class GradModeClassValue(Value):
+    def __init__(self, cls, source=None):
+        self.cls = cls
+        self.source = source
+
+    def real_object(self):
+        return self.cls
+
+    def python_type(self):
+        return type
+
+    def call(self, tx, args, kwargs):
+        cls = self.cls
+        if cls is torch.no_grad:
+            return GradModeValue(False)
+        if cls is torch.enable_grad:
+            return GradModeValue(True)
+        if cls is torch.set_grad_enabled:
+            mode = (args[0] if args else kwargs["mode"]).as_constant()
+            v = GradModeValue(bool(mode))
+            # set_grad_enabled(b) also acts immediately when not used in a with-statement
+            v.enter(tx)
+            v.entered_on_call = True
+            return v
+        if cls is torch.inference_mode:
+            mode = args[0].as_constant() if args else kwargs.get("mode", const(True)).as_constant()
+            return GradModeValue(not mode)
+        raise Unsupported(f"{cls.__name__} as a context manager")
+
+    def reconstruct(self, cg):
+        return cg.ref(self.cls)
+
+
+def torch_special_functions() -> dict:
+    """Functions with a fixed meaning while Kiln traces."""
+    table = {
+        torch.compiler.is_compiling: ConstantFunctionValue(torch.compiler.is_compiling, True),
+        torch.compiler.is_dynamo_compiling: ConstantFunctionValue(torch.compiler.is_dynamo_compiling, True),
+        torch.jit.is_scripting: ConstantFunctionValue(torch.jit.is_scripting, False),
+        torch.jit.is_tracing: ConstantFunctionValue(torch.jit.is_tracing, False),
+        torch._C._get_tracing_state: ConstantFunctionValue(torch._C._get_tracing_state, None),
+        torch.is_grad_enabled: ConstantFunctionValue(torch.is_grad_enabled, torch.is_grad_enabled),
+        torch.is_autocast_enabled: ConstantFunctionValue(torch.is_autocast_enabled, torch.is_autocast_enabled),
+        torch.get_default_dtype: ConstantFunctionValue(torch.get_default_dtype, torch.get_default_dtype),
+        torch.is_tensor: None,  # handled by builtins-like isinstance logic below
+        torch._assert: IgnoredFunctionValue(torch._assert),
+        torch._C._log_api_usage_once: IgnoredFunctionValue(torch._C._log_api_usage_once),
+    }
+    table.pop(torch.is_tensor)
+    # Code written for torch.compile may call torch._dynamo's markers; Kiln never
+    # imports torch._dynamo itself, it only recognises them if the user already did.
+    import sys
+    dyn = sys.modules.get("torch._dynamo")
+    if dyn is not None:
+        if hasattr(dyn, "graph_break"):
+            table[dyn.graph_break] = GraphBreakFunctionValue(dyn.graph_break)
+        if hasattr(dyn, "is_compiling"):
+            table[dyn.is_compiling] = ConstantFunctionValue(dyn.is_compiling, True)
+    ext = sys.modules.get("torch._dynamo.external_utils")
+    if ext is not None and hasattr(ext, "is_compiling"):
+        table[ext.is_compiling] = ConstantFunctionValue(ext.is_compiling, True)
+    for modname, names in (("torch.compiler", ("is_exporting",)), ("torch.onnx", ("is_in_onnx_export",))):
+        mod = __import__(modname, fromlist=["_"])
+        for n in names:
+            if hasattr(mod, n):
+                table[getattr(mod, n)] = ConstantFunctionValue(getattr(mod, n), False)
+    return table
+
+
+_ = (math, operator, ConstantValue)

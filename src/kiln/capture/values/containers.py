@@ -1,0 +1,486 @@
+"""Containers: tuples, lists, dicts, sets, slices, ranges and iterators.
+
+Containers made inside the frame are fully symbolic.  Containers that came in from
+outside (arguments, globals, attributes) carry a source; when such a list or dict is
+mutated, the glue writes its new contents back after the graph runs.
+"""
+from __future__ import annotations
+
+from ...exc import Unsupported
+from .base import ConstantValue, Value, const
+
+
+def key_of(v: Value):
+    """The hashable Python object a Value stands for when used as a dict key / set item."""
+    if isinstance(v, ConstantValue):
+        return v.value
+    real = getattr(v, "real_object", None)
+    if real is not None:
+        return real()
+    return _IdentityKey(v)
+
+
+class _IdentityKey:
+    """Hashes a symbolic value by identity (e.g. a tensor used as a dict key)."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __hash__(self):
+        return id(self.v)
+
+    def __eq__(self, other):
+        return isinstance(other, _IdentityKey) and other.v is self.v
+
+
+class SequenceValue(Value):
+    mutable = False
+
+    def __init__(self, items, source=None):
+        self.items = list(items)
+        self.source = source
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def length(self, tx):
+        return len(self.items)
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def contents(self):
+        return list(self.items)
+
+    def is_constant(self):
+        return all(i.is_constant() for i in self.items)
+
+    def as_constant(self):
+        return self.python_type()(i.as_constant() for i in self.items)
+
+    def getitem(self, tx, key):
+        if isinstance(key, SliceValue):
+            return self.__class__(self.items[key.as_constant()])
+        k = key.as_constant()
+        if isinstance(k, slice):
+            return self.__class__(self.items[k])
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise Unsupported(f"{self.python_type().__name__} indices must be integers, got {type(k).__name__}")
+        try:
+            return self.items[k]
+        except IndexError:
+            raise Unsupported(f"{self.python_type().__name__} index {k} out of range (Kiln does not trace raised exceptions)")
+
+    def describe(self):
+        return f"{self.python_type().__name__}[{', '.join(i.describe() for i in self.items)}]"
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "index" and not kwargs:
+            target = args[0]
+            for i, item in enumerate(self.items):
+                if _equal(tx, item, target):
+                    return const(i)
+            raise Unsupported("list.index: value not found")
+        if name == "count" and not kwargs:
+            return const(sum(1 for i in self.items if _equal(tx, i, args[0])))
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__len__":
+            return const(len(self.items))
+        if name == "__contains__":
+            return const(any(_equal(tx, i, args[0]) for i in self.items))
+        return super().call_method(tx, name, args, kwargs)
+
+    def getattr(self, tx, name):
+        return BoundContainerMethod(self, name)
+
+
+class TupleValue(SequenceValue):
+    def python_type(self):
+        return tuple
+
+    def reconstruct(self, cg):
+        if self.source is not None and not cg.prefers_rebuild(self):
+            return cg.source_expr(self.source)
+        inner = ", ".join(cg.expr(i) for i in self.items)
+        return f"({inner},)" if len(self.items) == 1 else f"({inner})"
+
+
+class NamedTupleValue(TupleValue):
+    """A namedtuple or torch.return_types structseq."""
+
+    def __init__(self, items, cls, source=None):
+        super().__init__(items, source)
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def as_constant(self):
+        return self.cls(*[i.as_constant() for i in self.items]) if hasattr(self.cls, "_fields") \
+            else self.cls([i.as_constant() for i in self.items])
+
+    def getattr(self, tx, name):
+        fields = getattr(self.cls, "_fields", None)
+        if fields is None:
+            fields = [f for f in dir(self.cls) if not f.startswith("_") and f not in ("count", "index", "n_fields",
+                                                                                        "n_sequence_fields", "n_unnamed_fields")]
+            order = getattr(self, "field_order", None)
+            if order is not None:
+                fields = order
+        if name in fields:
+            return self.items[list(fields).index(name)]
+        if name == "_fields" and hasattr(self.cls, "_fields"):
+            return const(self.cls._fields)
+        return super().getattr(tx, name)
+
+    def getitem(self, tx, key):
+        result = super().getitem(tx, key)
+        if isinstance(result, TupleValue) and not isinstance(result, NamedTupleValue):
+            return TupleValue(result.items)
+        return result
+
+    def reconstruct(self, cg):
+        if self.source is not None and not cg.prefers_rebuild(self):
+            return cg.source_expr(self.source)
+        inner = ", ".join(cg.expr(i) for i in self.items)
+        if hasattr(self.cls, "_fields"):
+            return f"{cg.ref(self.cls)}({inner})"
+        return f"{cg.ref(self.cls)}(({inner},))"
+
+
+class ListValue(SequenceValue):
+    mutable = True
+
+    def python_type(self):
+        return list
+
+    def as_constant(self):
+        raise Unsupported("a list is mutable and is never treated as a constant")
+
+    def setitem(self, tx, key, value):
+        tx.state.side_effects.mutated(self)
+        k = key.as_constant()
+        if isinstance(k, slice):
+            self.items[k] = value.unpack(tx)
+        else:
+            self.items[k] = value
+
+    def delitem(self, tx, key):
+        tx.state.side_effects.mutated(self)
+        del self.items[key.as_constant()]
+
+    def call_method(self, tx, name, args, kwargs):
+        se = tx.state.side_effects
+        if name == "append":
+            se.mutated(self)
+            self.items.append(args[0])
+            return const(None)
+        if name == "extend":
+            se.mutated(self)
+            self.items.extend(args[0].unpack(tx))
+            return const(None)
+        if name == "insert":
+            se.mutated(self)
+            self.items.insert(args[0].as_constant(), args[1])
+            return const(None)
+        if name == "pop":
+            se.mutated(self)
+            return self.items.pop(*[a.as_constant() for a in args])
+        if name == "clear":
+            se.mutated(self)
+            self.items.clear()
+            return const(None)
+        if name == "reverse":
+            se.mutated(self)
+            self.items.reverse()
+            return const(None)
+        if name == "remove":
+            se.mutated(self)
+            for i, item in enumerate(self.items):
+                if _equal(tx, item, args[0]):
+                    del self.items[i]
+                    return const(None)
+            raise Unsupported("list.remove: value not found")
+        if name == "copy":
+            return ListValue(self.items)
+        if name == "sort":
+            se.mutated(self)
+            key = kwargs.get("key")
+            if key is not None and not (isinstance(key, ConstantValue) and key.value is None):
+                keys = [key.call(tx, [i], {}).as_constant() for i in self.items]
+                order = sorted(range(len(self.items)), key=lambda i: keys[i],
+                               reverse=bool(kwargs.get("reverse", const(False)).as_constant()))
+                self.items[:] = [self.items[i] for i in order]
+            else:
+                vals = [i.as_constant() for i in self.items]
+                order = sorted(range(len(vals)), key=lambda i: vals[i],
+                               reverse=bool(kwargs.get("reverse", const(False)).as_constant()))
+                self.items[:] = [self.items[i] for i in order]
+            return const(None)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.source_expr(self.source)  # contents are written back by the side-effect pass
+        return cg.new_object(self, "[" + ", ".join(cg.expr(i) for i in self.items) + "]")
+
+    def rebuild_contents(self, cg) -> str:
+        return "[" + ", ".join(cg.expr(i) for i in self.items) + "]"
+
+
+class DictValue(Value):
+    """A dict (or OrderedDict / defaultdict) whose keys are known at trace time."""
+
+    def __init__(self, items: dict, source=None, cls=dict, key_values: dict | None = None, default_factory=None):
+        self.items = dict(items)          # python key -> Value
+        self.key_values = dict(key_values or {})  # python key -> Value for non-constant keys
+        self.source = source
+        self.cls = cls
+        self.default_factory = default_factory
+
+    def python_type(self):
+        return self.cls
+
+    def describe(self):
+        return f"{self.cls.__name__}({list(self.items)!r})"
+
+    def contents(self):
+        return list(self.items.values()) + list(self.key_values.values())
+
+    def _key_value(self, k):
+        return self.key_values.get(k) or const(k)
+
+    def unpack(self, tx):
+        return [self._key_value(k) for k in self.items]
+
+    def length(self, tx):
+        return len(self.items)
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def getitem(self, tx, key):
+        k = key_of(key)
+        if k in self.items:
+            return self.items[k]
+        if self.default_factory is not None:
+            value = self.default_factory.call(tx, [], {})
+            self.setitem(tx, key, value)
+            return value
+        raise Unsupported(f"KeyError {k!r} (Kiln does not trace raised exceptions)")
+
+    def setitem(self, tx, key, value):
+        tx.state.side_effects.mutated(self)
+        k = key_of(key)
+        self.items[k] = value
+        if not isinstance(key, ConstantValue):
+            self.key_values[k] = key
+
+    def delitem(self, tx, key):
+        tx.state.side_effects.mutated(self)
+        k = key_of(key)
+        if k not in self.items:
+            raise Unsupported(f"KeyError {k!r} (Kiln does not trace raised exceptions)")
+        del self.items[k]
+
+    def getattr(self, tx, name):
+        return BoundContainerMethod(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        se = tx.state.side_effects
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name in ("get", "__contains__"):
+            k = key_of(args[0])
+            if name == "__contains__":
+                return const(k in self.items)
+            return self.items[k] if k in self.items else (args[1] if len(args) > 1 else const(None))
+        if name == "keys":
+            return TupleValue([self._key_value(k) for k in self.items])
+        if name == "values":
+            return TupleValue(list(self.items.values()))
+        if name == "items":
+            return TupleValue([TupleValue([self._key_value(k), v]) for k, v in self.items.items()])
+        if name == "__setitem__":
+            self.setitem(tx, args[0], args[1])
+            return const(None)
+        if name == "update":
+            se.mutated(self)
+            for src in args:
+                if isinstance(src, DictValue):
+                    self.items.update(src.items)
+                    self.key_values.update(src.key_values)
+                else:
+                    for pair in src.unpack(tx):
+                        kv = pair.unpack(tx)
+                        self.setitem(tx, kv[0], kv[1])
+            for k, v in kwargs.items():
+                self.items[k] = v
+            return const(None)
+        if name == "pop":
+            se.mutated(self)
+            k = key_of(args[0])
+            if k in self.items:
+                return self.items.pop(k)
+            if len(args) > 1:
+                return args[1]
+            raise Unsupported(f"KeyError {k!r} in dict.pop")
+        if name == "setdefault":
+            k = key_of(args[0])
+            if k not in self.items:
+                self.setitem(tx, args[0], args[1] if len(args) > 1 else const(None))
+            return self.items[k]
+        if name == "clear":
+            se.mutated(self)
+            self.items.clear()
+            return const(None)
+        if name == "copy":
+            return DictValue(self.items, cls=self.cls, key_values=self.key_values)
+        if name == "__len__":
+            return const(len(self.items))
+        raise Unsupported(f"dict.{name} is not supported")
+
+    def _literal(self, cg) -> str:
+        parts = []
+        for k, v in self.items.items():
+            kexpr = cg.expr(self.key_values[k]) if k in self.key_values else cg.constant_expr(k)
+            parts.append(f"{kexpr}: {cg.expr(v)}")
+        return "{" + ", ".join(parts) + "}"
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.source_expr(self.source)
+        lit = self._literal(cg)
+        if self.cls is dict:
+            return cg.new_object(self, lit)
+        return cg.new_object(self, f"{cg.ref(self.cls)}({lit})")
+
+    def rebuild_contents(self, cg) -> str:
+        return self._literal(cg)
+
+
+class SetValue(Value):
+    def __init__(self, items: dict, source=None, frozen=False):
+        self.items = dict(items)  # python key -> Value
+        self.source = source
+        self.frozen = frozen
+
+    def python_type(self):
+        return frozenset if self.frozen else set
+
+    def contents(self):
+        return list(self.items.values())
+
+    def unpack(self, tx):
+        return list(self.items.values())
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def getattr(self, tx, name):
+        return BoundContainerMethod(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__":
+            return const(key_of(args[0]) in self.items)
+        if name in ("add", "discard", "remove", "update", "clear") and not self.frozen:
+            tx.state.side_effects.mutated(self)
+            if name == "add":
+                self.items.setdefault(key_of(args[0]), args[0])
+            elif name in ("discard", "remove"):
+                self.items.pop(key_of(args[0]), None)
+            elif name == "update":
+                for a in args:
+                    for v in a.unpack(tx):
+                        self.items.setdefault(key_of(v), v)
+            else:
+                self.items.clear()
+            return const(None)
+        if name in ("union", "intersection", "difference", "issubset", "issuperset"):
+            mine = set(self.items)
+            other = set(key_of(v) for v in args[0].unpack(tx))
+            if name in ("issubset", "issuperset"):
+                return const(getattr(mine, name)(other))
+            allv = {**self.items, **{key_of(v): v for v in args[0].unpack(tx)}}
+            return SetValue({k: allv[k] for k in getattr(mine, name)(other)})
+        raise Unsupported(f"set.{name} is not supported")
+
+    def is_constant(self):
+        return all(isinstance(k, (int, str, float, bool, type(None))) for k in self.items)
+
+    def as_constant(self):
+        return self.python_type()(self.items)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.source_expr(self.source)
+        if not self.items:
+            return cg.new_object(self, "set()" if not self.frozen else "frozenset()")
+        inner = "{" + ", ".join(cg.expr(v) for v in self.items.values()) + "}"
+        return cg.new_object(self, inner if not self.frozen else f"frozenset({inner})")
+
+    def rebuild_contents(self, cg) -> str:
+        return "{" + ", ".join(cg.expr(v) for v in self.items.values()) + "}" if self.items else "set()"
+
+
+class SliceValue(Value):
+    def __init__(self, start: Value, stop: Value, step: Value):
+        self.start, self.stop, self.step = start, stop, step
+
+    def python_type(self):
+        return slice
+
+    def is_constant(self):
+        return all(p.is_constant() for p in (self.start, self.stop, self.step))
+
+    def as_constant(self):
+        return slice(self.start.as_constant(), self.stop.as_constant(), self.step.as_constant())
+
+    def contents(self):
+        return [self.start, self.stop, self.step]
+
+
+class IteratorValue(Value):
+    """An iterator being consumed by an unrolled loop: a list of items and a cursor."""
+
+    def __init__(self, items: list):
+        self.items = list(items)
+        self.index = 0
+
+    def python_type(self):
+        return type(iter([]))
+
+    def next(self):
+        if self.index >= len(self.items):
+            return None
+        v = self.items[self.index]
+        self.index += 1
+        return v
+
+    def unpack(self, tx):
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return rest
+
+
+class BoundContainerMethod(Value):
+    def __init__(self, obj: Value, name: str):
+        self.obj, self.name = obj, name
+
+    def describe(self):
+        return f"{self.obj.python_type().__name__}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+
+def _equal(tx, a: Value, b: Value) -> bool:
+    if a is b:
+        return True
+    if a.is_constant() and b.is_constant():
+        return a.as_constant() == b.as_constant()
+    ra, rb = getattr(a, "real_object", None), getattr(b, "real_object", None)
+    if ra is not None and rb is not None:
+        return ra() is rb()
+    return False

@@ -1,0 +1,249 @@
+"""Callable values: user functions (inlined), closures made in the frame, bound
+methods, ``functools.partial``, and cells.
+
+Calling a user function means tracing its bytecode in a child interpreter that
+shares the graph, guards and side effects of the frame being compiled.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from ...exc import Unsupported
+from .base import ConstantValue, Value, const
+
+
+class CellValue(Value):
+    """A closure cell.  ``source`` reads the cell's contents at run time (if real)."""
+
+    def __init__(self, value: Value | None = None, source=None, real_cell=None):
+        self.value = value
+        self.source = source
+        self.real_cell = real_cell
+
+    def get(self, tx) -> Value:
+        if self.value is None:
+            if self.real_cell is not None:
+                from .builder import wrap
+                try:
+                    contents = self.real_cell.cell_contents
+                except ValueError:
+                    raise Unsupported("reading a free variable before it is assigned")
+                self.value = wrap(tx, contents, self.source)
+            else:
+                raise Unsupported("reading a free variable before it is assigned")
+        return self.value
+
+    def set(self, tx, value: Value):
+        if self.real_cell is not None:
+            tx.state.side_effects.store_cell(self, value)
+        self.value = value
+
+
+def bind_arguments(code: types.CodeType, name: str, defaults: list, kwdefaults: dict, args: list, kwargs: dict) -> dict:
+    """Python's argument binding, done on Values (no inspect.Signature involved)."""
+    from .containers import DictValue, TupleValue
+    nargs = code.co_argcount
+    nposonly = code.co_posonlyargcount
+    nkwonly = code.co_kwonlyargcount
+    names = code.co_varnames
+    pos_names = names[:nargs]
+    kwonly_names = names[nargs:nargs + nkwonly]
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    bound: dict = {}
+    if len(args) > nargs and not has_varargs:
+        raise Unsupported(f"{name}() takes {nargs} positional arguments but {len(args)} were given")
+    for n, a in zip(pos_names, args):
+        bound[n] = a
+    extra_kw = {}
+    for k, v in kwargs.items():
+        if k in pos_names[nposonly:] or k in kwonly_names:
+            if k in bound:
+                raise Unsupported(f"{name}() got multiple values for argument {k!r}")
+            bound[k] = v
+        elif has_varkw:
+            extra_kw[k] = v
+        else:
+            raise Unsupported(f"{name}() got an unexpected keyword argument {k!r}")
+    first_default = nargs - len(defaults)
+    for i, n in enumerate(pos_names):
+        if n not in bound:
+            if i >= first_default:
+                bound[n] = defaults[i - first_default]
+            else:
+                raise Unsupported(f"{name}() missing required argument {n!r}")
+    for n in kwonly_names:
+        if n not in bound:
+            if n in kwdefaults:
+                bound[n] = kwdefaults[n]
+            else:
+                raise Unsupported(f"{name}() missing required keyword-only argument {n!r}")
+    idx = nargs + nkwonly
+    if has_varargs:
+        bound[names[idx]] = TupleValue(args[nargs:])
+        idx += 1
+    if has_varkw:
+        bound[names[idx]] = DictValue(extra_kw)
+    return bound
+
+
+class BaseFunctionValue(Value):
+    """Something whose bytecode Kiln inlines."""
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call(self, tx, args, kwargs):
+        code, fn_globals, defaults, kwdefaults, closure = self.parts(tx)
+        bound = bind_arguments(code, code.co_name, defaults, kwdefaults, list(args), dict(kwargs))
+        return tx.inline_call(self, code, fn_globals, bound, closure)
+
+    def getattr(self, tx, name):
+        if name == "__name__" or name == "__qualname__":
+            return const(self.parts(tx)[0].co_name)
+        if name == "__code__":
+            return const(self.parts(tx)[0])
+        raise Unsupported(f"attribute {name!r} of a function")
+
+
+class UserFunctionValue(BaseFunctionValue):
+    """A real Python function object that existed before tracing."""
+
+    def __init__(self, fn: types.FunctionType, source=None):
+        self.fn = fn
+        self.source = source
+
+    def real_object(self):
+        return self.fn
+
+    def describe(self):
+        return f"function {self.fn.__qualname__}"
+
+    def parts(self, tx):
+        from .builder import wrap
+        from ..sources import AttrSource, ClosureSource, ItemSource
+        fn = self.fn
+        defaults = []
+        for i, d in enumerate(fn.__defaults__ or ()):
+            src = ItemSource(AttrSource(self.source, "__defaults__"), i) if self.source else None
+            defaults.append(wrap(tx, d, src))
+        kwdefaults = {}
+        for k, d in (fn.__kwdefaults__ or {}).items():
+            src = ItemSource(AttrSource(self.source, "__kwdefaults__"), k) if self.source else None
+            kwdefaults[k] = wrap(tx, d, src)
+        closure = []
+        for i, cell in enumerate(fn.__closure__ or ()):
+            cv = tx.state.cell_for(cell, ClosureSource(self.source, i) if self.source else None)
+            closure.append(cv)
+        return fn.__code__, fn.__globals__, defaults, kwdefaults, closure
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return const(getattr(self.fn, name))
+        if name in self.fn.__dict__:
+            from .builder import wrap
+            from ..sources import AttrSource
+            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+        if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
+            from .builder import wrap
+            return wrap(tx, self.fn.__wrapped__, None)
+        return super().getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.source_expr(self.source)
+        return cg.ref(self.fn)
+
+
+class NestedFunctionValue(BaseFunctionValue):
+    """A function made by MAKE_FUNCTION while tracing (lambdas, inner defs, comprehensions)."""
+
+    def __init__(self, code, fn_globals, qualname, defaults, kwdefaults, closure):
+        self.code = code
+        self.fn_globals = fn_globals
+        self.qualname = qualname
+        self.defaults = defaults
+        self.kwdefaults = kwdefaults
+        self.closure = closure
+
+    def describe(self):
+        return f"function {self.qualname}"
+
+    def parts(self, tx):
+        return self.code, self.fn_globals, list(self.defaults), dict(self.kwdefaults), list(self.closure)
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__"):
+            return const(self.qualname.rsplit(".", 1)[-1] if name == "__name__" else self.qualname)
+        return super().getattr(tx, name)
+
+    def reconstruct(self, cg):
+        return cg.nested_function(self)
+
+
+class BoundMethodValue(Value):
+    def __init__(self, func: Value, self_value: Value, source=None):
+        self.func = func
+        self.self_value = self_value
+        self.source = source
+
+    def python_type(self):
+        return types.MethodType
+
+    def describe(self):
+        return f"bound method {self.func.describe()} of {self.self_value.describe()}"
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [self.self_value, *args], kwargs)
+
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return self.self_value
+        if name == "__func__":
+            return self.func
+        return self.func.getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.source_expr(self.source)
+        return f"{cg.ref(types.MethodType)}({cg.expr(self.func)}, {cg.expr(self.self_value)})"
+
+
+class PartialValue(Value):
+    def __init__(self, func: Value, args: list, kwargs: dict, source=None, real=None):
+        self.func, self.args, self.kwargs = func, list(args), dict(kwargs)
+        self.source = source
+        self.real = real
+
+    def python_type(self):
+        import functools
+        return functools.partial
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def getattr(self, tx, name):
+        from .containers import DictValue, TupleValue
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleValue(self.args)
+        if name == "keywords":
+            return DictValue(self.kwargs)
+        raise Unsupported(f"functools.partial has no supported attribute {name!r}")
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.source_expr(self.source)
+        import functools
+        parts = [cg.expr(self.func)] + [cg.expr(a) for a in self.args] + [f"{k}={cg.expr(v)}" for k, v in self.kwargs.items()]
+        return f"{cg.ref(functools.partial)}({', '.join(parts)})"
+
+
+def constant_or_none(v: Value | None):
+    if v is None:
+        return None
+    if isinstance(v, ConstantValue):
+        return v.value
+    return v.as_constant()

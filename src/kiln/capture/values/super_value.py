@@ -1,0 +1,67 @@
+"""``super()``: attribute lookup that starts after a class in the instance's MRO."""
+from __future__ import annotations
+
+from ...exc import Unsupported
+from .base import Value
+from .objects import AttributeMissing, bind_class_attr
+
+
+class SuperValue(Value):
+    def __init__(self, cls: type, obj: Value):
+        self.cls = cls
+        self.obj = obj
+
+    def describe(self):
+        return f"super({self.cls.__name__}, {self.obj.describe()})"
+
+    def getattr(self, tx, name):
+        from .builder import wrap
+        obj_type = self.obj.python_type()
+        mro = obj_type.__mro__
+        try:
+            start = mro.index(self.cls) + 1
+        except ValueError:
+            raise Unsupported(f"super(): {obj_type.__name__} is not a subclass of {self.cls.__name__}")
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                raw = klass.__dict__[name]
+                if klass is object and name == "__init__":
+                    return _NoOpInit()
+                bound = bind_class_attr(tx, klass, raw, self.obj, name)
+                if bound is not None:
+                    return bound
+                return wrap(tx, getattr(super(self.cls, _Probe(obj_type)), name, raw), None)
+        raise AttributeMissing(f"'super' object has no attribute {name!r}")
+
+
+class _Probe:
+    def __init__(self, t):
+        self.t = t
+
+
+class _NoOpInit(Value):
+    def call(self, tx, args, kwargs):
+        from .base import const
+        return const(None)
+
+
+def make_super(tx, args: list) -> Value:
+    from .objects import ClassValue
+    if len(args) == 2:
+        cls = args[0]
+        if not isinstance(cls, ClassValue):
+            raise Unsupported("super() with a non-class first argument")
+        return SuperValue(cls.obj, args[1])
+    if args:
+        raise Unsupported("super() with one argument")
+    cell = tx.cells.get("__class__")
+    if cell is None or not tx.code.co_varnames:
+        raise Unsupported("zero-argument super() outside a method")
+    cls = cell.get(tx)
+    first = tx.code.co_varnames[0]
+    obj = tx.locals.get(first)
+    if obj is None and first in tx.cells:
+        obj = tx.cells[first].get(tx)
+    if not isinstance(cls, ClassValue) or obj is None:
+        raise Unsupported("zero-argument super() could not find __class__ and self")
+    return SuperValue(cls.obj, obj)

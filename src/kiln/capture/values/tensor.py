@@ -1,0 +1,218 @@
+"""Tensor values: an fx node plus the fake tensor that carries its metadata.
+
+Metadata (shape, dtype, device, strides, requires_grad) is read from the fake and
+becomes a Python constant: Kiln specialises on static shapes and the tensor guards
+make that sound.  Anything that needs the data (``item()``, ``bool(t)``) is refused
+here and becomes a graph break once breaks exist.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ...exc import Unsupported
+from .base import ConstantValue, Value, const
+
+# Methods whose answer is metadata only: evaluated on the fake, returned as constants.
+METADATA_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous", "is_floating_point",
+    "is_complex", "element_size", "get_device", "storage_offset", "is_signed", "is_inference",
+    "has_names", "is_pinned", "is_shared", "is_sparse", "is_set_to",
+})
+# Attributes that are metadata.
+METADATA_ATTRS = frozenset({
+    "shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "is_quantized", "is_meta", "layout",
+    "requires_grad", "is_leaf", "is_mps", "is_nested", "itemsize", "nbytes", "is_cpu", "is_xpu",
+})
+# Methods that need tensor data in Python.
+DATA_DEPENDENT = frozenset({
+    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr",
+    "untyped_storage", "storage", "__array__", "__format__",
+})
+# Methods that cannot be put in a graph.
+UNSUPPORTED_METHODS = {
+    "backward": "calling backward() inside a compiled region",
+    "register_hook": "tensor hooks",
+    "retain_grad": "retain_grad()",
+    "record_stream": "record_stream()",
+    "set_": "Tensor.set_()",
+    "resize_": "Tensor.resize_()",
+}
+
+
+class TensorValue(Value):
+    def __init__(self, node, fake, source=None):
+        self.node = node
+        self.fake = fake
+        self.source = source
+
+    def python_type(self):
+        return torch.Tensor if isinstance(self.fake, torch.nn.Parameter) is False else torch.nn.Parameter
+
+    def describe(self):
+        where = self.source.describe() if self.source is not None else self.node.name
+        return f"Tensor({where}, {tuple(self.fake.shape)}, {self.fake.dtype})"
+
+    # -- attributes -----------------------------------------------------------------
+    def getattr(self, tx, name):
+        fake = self.fake
+        if name in METADATA_ATTRS:
+            return const(getattr(fake, name))
+        if name == "T":
+            return graph_call(tx, "call_method", "permute", [self, *[const(d) for d in reversed(range(fake.ndim))]], {})
+        if name == "mT":
+            return graph_call(tx, "call_method", "transpose", [self, const(-2), const(-1)], {})
+        if name in ("H", "mH"):
+            dims = [const(-2), const(-1)] if name == "mH" or fake.ndim == 2 else None
+            if dims is None:
+                raise Unsupported(f"Tensor.H on a {fake.ndim}-d tensor")
+            t = graph_call(tx, "call_method", "transpose", [self, *dims], {})
+            return graph_call(tx, "call_method", "conj", [t], {}) if fake.is_complex() else t
+        if name in ("real", "imag"):
+            return graph_call(tx, "call_function", getattr(torch, name), [self], {})
+        if name == "data":
+            return graph_call(tx, "call_method", "detach", [self], {})
+        if name == "grad":
+            if self.source is not None:
+                from .builder import wrap
+                return wrap(tx, tx.state.real_value(self.source).grad, _attr(self.source, "grad"))
+            raise Unsupported("reading .grad of a tensor computed inside the compiled region")
+        if name in DATA_DEPENDENT:
+            raise Unsupported(f"Tensor.{name} needs the tensor's data in Python")
+        if name in UNSUPPORTED_METHODS:
+            raise Unsupported(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
+        if hasattr(torch.Tensor, name):
+            return TensorMethodValue(self, name)
+        raise Unsupported(f"Tensor has no attribute {name!r}")
+
+    def setattr(self, tx, name, value):
+        raise Unsupported(f"setting Tensor.{name} inside a compiled region is not supported yet")
+
+    # -- protocols ------------------------------------------------------------------
+    def truth(self, tx):
+        raise Unsupported("branching on the value of a tensor (data-dependent control flow)")
+
+    def length(self, tx):
+        if self.fake.ndim == 0:
+            raise Unsupported("len() of a 0-d tensor")
+        return self.fake.shape[0]
+
+    def unpack(self, tx):
+        if self.fake.ndim == 0:
+            raise Unsupported("iteration over a 0-d tensor")
+        out = graph_call(tx, "call_method", "unbind", [self, const(0)], {})
+        return out.unpack(tx)
+
+    def getitem(self, tx, key):
+        return graph_call(tx, "call_function", operator.getitem, [self, key], {})
+
+    def setitem(self, tx, key, value):
+        graph_call(tx, "call_function", operator.setitem, [self, key, value], {})
+
+    def reconstruct(self, cg):
+        return cg.tensor_expr(self)
+
+
+class TensorMethodValue(Value):
+    """``tensor.name`` before it is called."""
+
+    def __init__(self, tensor: TensorValue, name: str):
+        self.tensor = tensor
+        self.name = name
+
+    def describe(self):
+        return f"Tensor.{self.name}"
+
+    def python_type(self):
+        return type(torch.Tensor.add)
+
+    def call(self, tx, args, kwargs):
+        name, t = self.name, self.tensor
+        if name in METADATA_METHODS:
+            try:
+                value = getattr(t.fake, name)(*[a.as_constant() for a in args],
+                                              **{k: v.as_constant() for k, v in kwargs.items()})
+            except Unsupported:
+                raise
+            except Exception as e:
+                raise Unsupported(f"Tensor.{name}(...) failed at trace time: {e}") from e
+            return const(value)
+        if name in DATA_DEPENDENT:
+            raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
+        if name in UNSUPPORTED_METHODS:
+            raise Unsupported(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
+        if name == "type" and not args and not kwargs:
+            return const(t.fake.type())
+        if name == "requires_grad_":
+            if t.source is not None:
+                raise Unsupported("requires_grad_() on an input tensor inside a compiled region")
+        if name == "__len__":
+            return const(t.length(tx))
+        if name == "__getitem__":
+            return t.getitem(tx, *args)
+        if name == "__setitem__":
+            t.setitem(tx, *args)
+            return const(None)
+        return graph_call(tx, "call_method", name, [t, *args], kwargs)
+
+
+def _attr(source, name):
+    from ..sources import AttrSource
+    return AttrSource(source, name)
+
+
+# --------------------------------------------------------------------------------------
+# Putting an op into the graph
+
+_KEEP_EVEN_WITHOUT_OUTPUT = frozenset({operator.setitem, operator.delitem})
+
+
+def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
+    """Record ``target(*args, **kwargs)`` in the graph and wrap what it returns.
+
+    Non-tensor results computed from metadata alone (``torch.is_floating_point(x)``)
+    become constants and the node is dropped.
+    """
+    from .builder import wrap_fake_result
+    state = tx.state
+    node_args, fake_args = zip(*[_lower(tx, a) for a in args]) if args else ((), ())
+    node_kwargs, fake_kwargs = {}, {}
+    for k, v in kwargs.items():
+        node_kwargs[k], fake_kwargs[k] = _lower(tx, v)
+    node, result = state.builder.call(kind, target, tuple(node_args), node_kwargs, tuple(fake_args), fake_kwargs)
+    from ..graph import contains_fake
+    mutating = (kind == "call_method" and target.endswith("_") and not target.startswith("__")) \
+        or target in _KEEP_EVEN_WITHOUT_OUTPUT or kwargs.get("out") is not None
+    if not contains_fake(result) and not mutating:
+        state.builder.graph.erase_node(node)
+        return wrap_fake_result(tx, None, result)
+    if mutating:
+        state.note_tensor_mutation(args, kwargs)
+    return wrap_fake_result(tx, node, result)
+
+
+def _lower(tx, v: Value):
+    """A Value as (what the fx node gets, what the fake computation gets)."""
+    from .containers import DictValue, ListValue, SliceValue, TupleValue
+    if isinstance(v, TensorValue):
+        return v.node, v.fake
+    if isinstance(v, ConstantValue):
+        return v.value, v.value
+    if isinstance(v, (TupleValue, ListValue)):
+        pairs = [_lower(tx, i) for i in v.items]
+        ctor = tuple if isinstance(v, TupleValue) else list
+        return ctor(p[0] for p in pairs), ctor(p[1] for p in pairs)
+    if isinstance(v, SliceValue):
+        parts = [_lower(tx, p) for p in (v.start, v.stop, v.step)]
+        return slice(*[p[0] for p in parts]), slice(*[p[1] for p in parts])
+    if isinstance(v, DictValue):
+        node_d, fake_d = {}, {}
+        for k, val in v.items.items():
+            node_d[k], fake_d[k] = _lower(tx, val)
+        return node_d, fake_d
+    real = getattr(v, "graph_constant", None)
+    if real is not None:
+        obj = real()
+        return obj, obj
+    raise Unsupported(f"{v.describe()} cannot be passed into a graph op")
