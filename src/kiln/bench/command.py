@@ -1,0 +1,170 @@
+"""``kiln bench``: run the model suite under Kiln and/or torch.compile and report.
+
+Each model runs in its own subprocess (a crash or hang costs one row); results are
+shown as a table with a summary, and optionally written as CSV and a PNG chart.
+The options follow PyTorch's benchmarks/dynamo runners where they overlap.
+
+Examples:
+  kiln bench --suite quick                      # the demo: 4 small models, Kiln
+  kiln bench --suite hf --frontend both --plot chart.png --output results.csv
+  kiln bench --only bert --training --backend aot_eager --accuracy
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from . import driver, registry
+from .results import DEVICES, FRONTENDS, RunOptions
+
+HELP = "benchmark the model suite (accuracy, speed, graphs, breaks), optionally side by side with torch.compile"
+
+
+def _split(values):
+    """Flatten repeated and comma-separated values: ``--only a,b --only c``."""
+    return [v for value in values or [] for v in value.split(",") if v]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sel = p.add_argument_group("which models")
+    sel.add_argument("--suite", default="quick", help=f"model suite: {', '.join(registry.suites())}")
+    sel.add_argument("--only", action="append", metavar="NAME", help="run only these models (repeatable, or a,b)")
+    sel.add_argument("-k", action="append", dest="pattern", metavar="PATTERN",
+                     help="keep models whose name contains PATTERN (repeatable)")
+    sel.add_argument("--no-skip", action="store_true", help="also run models on the known-failure list (skips.py)")
+    sel.add_argument("--list", action="store_true", help="list the models of the selection and exit")
+
+    how = p.add_argument_group("how to run them")
+    how.add_argument("--frontend", choices=(*FRONTENDS, "both"), default="kiln",
+                     help="kiln, torch (torch.compile, same backend) or both side by side")
+    how.add_argument("--backend", default="eager", help="backend name, the same for both frontends")
+    how.add_argument("--accuracy", action="store_true", help="check accuracy (default: accuracy and performance)")
+    how.add_argument("--performance", action="store_true", help="measure speed (default: accuracy and performance)")
+    mode = how.add_mutually_exclusive_group()
+    mode.add_argument("--inference", dest="mode", action="store_const", const="inference",
+                      help="forward under no_grad (the default)")
+    mode.add_argument("--training", dest="mode", action="store_const", const="training",
+                      help="forward + loss + backward; accuracy compares loss and every gradient")
+    prec = how.add_mutually_exclusive_group()
+    prec.add_argument("--float32", dest="precision", action="store_const", const="float32", help="(the default)")
+    prec.add_argument("--bfloat16", dest="precision", action="store_const", const="bfloat16")
+    how.add_argument("--devices", action="append", choices=DEVICES, metavar="DEVICE",
+                     help="cpu or cuda (repeatable; default cpu)")
+    how.add_argument("-n", "--repeat", type=int, default=20, help="timed calls per measurement (median is reported)")
+    how.add_argument("--warmup", type=int, default=2, help="untimed calls before timing")
+    how.add_argument("--timeout", type=float, default=300.0, help="seconds per model and frontend before giving up")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--output", metavar="CSV", help="write every row to this CSV file")
+    out.add_argument("--plot", metavar="PNG", help="write a chart comparing the frontends to this PNG file")
+    p.set_defaults(mode="inference", precision="float32")
+
+
+def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
+    """Validate what argparse cannot; returns (models, frontends, options, devices)."""
+    from kiln.cli import UsageError
+
+    if args.repeat < 1:
+        raise UsageError(f"-n/--repeat must be at least 1, got {args.repeat}")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+    try:
+        specs = registry.select(args.suite, _split(args.only), _split(args.pattern))
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    if not specs:
+        raise UsageError(f"no model matches (suite {args.suite!r}, -k {_split(args.pattern)}); "
+                         f"known models: {', '.join(registry.names())}")
+    frontends = list(FRONTENDS) if args.frontend == "both" else [args.frontend]
+    from . import frontends as fe_mod
+    for name in frontends:
+        known = fe_mod.get(name).known_backends()
+        if args.backend not in known:
+            raise UsageError(f"unknown backend {args.backend!r} for the {name} frontend; "
+                             f"known backends: {', '.join(known)}")
+    devices = list(dict.fromkeys(args.devices or ["cpu"]))
+    if "cuda" in devices:
+        import torch
+        if not torch.cuda.is_available():
+            raise UsageError("--devices cuda was given but torch.cuda.is_available() is False")
+    both = not args.accuracy and not args.performance
+    opts = RunOptions(backend=args.backend, mode=args.mode, precision=args.precision,
+                      accuracy=args.accuracy or both, performance=args.performance or both,
+                      repeat=args.repeat, warmup=args.warmup)
+    return [s.name for s in specs], frontends, opts, devices
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from . import report
+
+    models, frontends, opts, devices = _check(args)
+    out, err = Console(), Console(stderr=True)
+    if not out.is_terminal:   # pipes and files: do not squeeze the table into 80 columns
+        out = Console(width=200)
+    if args.list:
+        for name in models:
+            spec = registry.get(name)
+            out.print(f"{name:22} {','.join(spec.suites):14} {spec.description}")
+        return 0
+
+    jobs = driver.plan(models, frontends, opts, devices)
+    what = "accuracy+performance" if opts.accuracy and opts.performance else \
+        ("accuracy" if opts.accuracy else "performance")
+    title = (f"kiln bench: {args.suite if not args.only else 'selected'} ({len(models)} models), "
+             f"backend {opts.backend}, {opts.mode}, {opts.precision}, {what}")
+    rows = _run_with_progress(jobs, args, err)
+    if not rows:
+        return 130
+    out.print(report.build_table(rows, title=title))
+    for line in report.summary_lines(rows):
+        out.print(line, markup=False, highlight=False)
+    if args.output:
+        report.write_csv(rows, args.output)
+        err.print(f"wrote {args.output}")
+    if args.plot:
+        from .plot import plot
+        plot(rows, args.plot, title=title)
+        err.print(f"wrote {args.plot}")
+    return 0
+
+
+def _run_with_progress(jobs, args, err):
+    """Run the jobs behind a progress bar; a Ctrl-C keeps the rows done so far.
+
+    The bar is drawn only on a terminal; otherwise (CI logs, pipes) each finished
+    row is one plain line, so logs stay readable.
+    """
+    from contextlib import nullcontext
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    rows = []
+    start = time.perf_counter()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    progress = Progress(*columns, console=err, transient=True) if err.is_terminal else None
+    with progress or nullcontext():
+        task = progress.add_task("starting", total=len(jobs)) if progress else None
+        say = progress.console.print if progress else err.print
+
+        def on_start(job):
+            if progress:
+                progress.update(task, description=job.title)
+
+        def on_result(job, row):
+            speed = f" {row.speedup:.2f}x" if row.speedup else ""
+            wall = f" ({row.wall_s:.1f} s)" if row.wall_s is not None else ""
+            say(f"  {job.title}: {row.status}{speed}{wall}", markup=False, highlight=False)
+            if progress:
+                progress.advance(task)
+
+        try:
+            driver.run_all(jobs, args.timeout, no_skip=args.no_skip, on_start=on_start, on_result=on_result,
+                           collect=rows)
+        except KeyboardInterrupt:
+            err.print(f"interrupted; reporting the {len(rows)} row(s) finished")
+    err.print(f"ran {len(rows)} job(s) in {time.perf_counter() - start:.1f} s")
+    return rows

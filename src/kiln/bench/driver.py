@@ -1,0 +1,146 @@
+"""Parent side: run each (model, frontend, device) in its own worker subprocess.
+
+Why subprocesses rather than threads or a pool: isolation is the point.  A worker
+that segfaults, is killed for memory or hangs ends as one ``fail_run`` or
+``timeout`` row, and the run goes on.  Workers run one at a time so that their
+timings do not compete for the two cores.
+
+The worker's process group is killed on timeout, so helper processes it started
+(inductor's compile workers, say) go with it.  The environment forbids Hugging Face
+downloads: models are built from configs only.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable
+
+from . import frontends as _frontends
+from .results import EAGER_FAIL, FAIL_RUN, SKIPPED, TIMEOUT, Result, RunOptions
+from .skips import skip_reason
+from .worker import PHASE_TAG, RESULT_TAG
+
+EAGER_PHASES = ("eager", "fp64 reference", "eager timing")
+
+
+@dataclass(frozen=True)
+class Job:
+    model: str
+    frontend: str
+    opts: RunOptions
+
+    @property
+    def title(self) -> str:
+        return f"{self.model} [{self.frontend}, {self.opts.device}]"
+
+    def blank(self, **fields) -> Result:
+        """A result row for this job that the worker did not fill in."""
+        fe = _frontends.get(self.frontend)
+        o = self.opts
+        return Result(model=self.model, frontend=self.frontend, backend=fe.backend_label(o.backend), mode=o.mode,
+                      precision=o.precision, device=o.device, **fields)
+
+
+def plan(models: Iterable[str], frontends: Iterable[str], opts: RunOptions, devices: Iterable[str]) -> list[Job]:
+    """Jobs in report order: per device, per model, the frontends side by side."""
+    frontends = list(frontends)
+    return [Job(m, f, replace(opts, device=d)) for d in devices for m in models for f in frontends]
+
+
+def worker_env() -> dict:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
+               PYTHONUNBUFFERED="1", PYTHONWARNINGS=env.get("PYTHONWARNINGS", "ignore"))
+    return env
+
+
+def _exit_description(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def parse_output(stdout: str) -> tuple[str | None, dict | None]:
+    """The last phase announced and the result payload, from a worker's stdout."""
+    import json
+
+    phase, result = None, None
+    for line in stdout.splitlines():
+        if line.startswith(PHASE_TAG + " "):
+            phase = line[len(PHASE_TAG) + 1:].strip()
+        elif line.startswith(RESULT_TAG + " "):
+            result = json.loads(line[len(RESULT_TAG) + 1:])
+    return phase, result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_job(job: Job, timeout: float) -> Result:
+    """Run one job in a fresh interpreter; always returns a row."""
+    cmd = [sys.executable, "-m", "kiln.bench.worker", "--model", job.model, "--frontend", job.frontend,
+           "--options", job.opts.to_json()]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=worker_env(), start_new_session=True)
+    timed_out = False
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        stdout, stderr = proc.communicate()
+    except BaseException:   # Ctrl-C: the worker is in its own session and would outlive us
+        _kill_group(proc)
+        proc.wait()
+        raise
+    wall = time.perf_counter() - start
+    phase, payload = parse_output(stdout or "")
+
+    if payload is not None and not timed_out:
+        row = Result.from_dict(payload)
+    elif timed_out:
+        row = job.blank(status=TIMEOUT, reason=f"no result after {timeout:g} s (in phase: {phase or 'start-up'})")
+    else:
+        status = EAGER_FAIL if phase in EAGER_PHASES else FAIL_RUN
+        detail = _last_line(stderr or "")
+        row = job.blank(status=status, reason=f"worker {_exit_description(proc.returncode)} in phase "
+                                              f"{phase or 'start-up'}" + (f": {detail}" if detail else ""))
+    row.wall_s = wall
+    return row
+
+
+def run_all(jobs: list[Job], timeout: float, *, no_skip: bool = False,
+            on_start: Callable[[Job], None] = lambda job: None,
+            on_result: Callable[[Job, Result], None] = lambda job, row: None,
+            collect: list | None = None) -> list[Result]:
+    """Run the jobs one by one; skip-listed ones become ``skipped`` rows unless ``no_skip``.
+
+    Rows are appended to ``collect`` (a new list by default) as they finish, so a
+    caller interrupted half way still has the finished ones.
+    """
+    rows = collect if collect is not None else []
+    for job in jobs:
+        on_start(job)
+        reason = None if no_skip else skip_reason(job.model, job.frontend, job.opts.mode, job.opts.backend,
+                                                  job.opts.device)
+        row = job.blank(status=SKIPPED, reason=reason) if reason else run_job(job, timeout)
+        rows.append(row)
+        on_result(job, row)
+    return rows

@@ -1,0 +1,120 @@
+"""The two frontends the harness compares: Kiln and torch.compile (TorchDynamo).
+
+Why an adapter per frontend: the runner must not care whose capture it measures.
+Each adapter compiles a model with a named backend, resets its caches, tells a
+deliberate frontend failure apart from a runtime error, and reports the same four
+numbers: graphs, graph breaks (with reasons), recompiles and the frontend's own
+compile seconds.  Kiln's come from ``kiln.metrics``; torch's from
+``torch._dynamo.utils`` (counters and compilation metrics), read only here.
+
+Backend names are shared where both sides have them (eager, aot_eager, inductor).
+Kiln's ``aten`` backend (graphs decomposed to ATen ops, run eagerly) has no
+namesake in torch; its closest torch backend is ``aot_eager``, used for the torch
+row and shown in the row's backend column as ``aten->aot_eager``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+#: kiln backend name -> the torch backend that plays the same part
+TORCH_EQUIVALENT = {"aten": "aot_eager"}
+
+
+def top_reasons(reasons, limit: int = 3) -> str:
+    """``"reason (count); ..."``, most frequent first, first line of each reason only."""
+    counts = Counter()
+    for reason, n in reasons:
+        first = (str(reason).strip().splitlines() or ["?"])[0][:120]
+        counts[first] += n
+    return "; ".join(f"{r} ({n})" for r, n in counts.most_common(limit))
+
+
+class KilnFrontend:
+    name = "kiln"
+
+    def backend_label(self, backend: str) -> str:
+        return backend
+
+    def known_backends(self) -> list[str]:
+        import kiln
+        return kiln.backends.list()
+
+    def reset(self) -> None:
+        import kiln
+        from kiln.metrics import metrics
+        kiln.reset()
+        metrics.reset()   # in case reset() leaves the counters alone
+
+    def compile(self, fn, backend: str):
+        import kiln
+        return kiln.compile(fn, backend=backend)
+
+    def is_frontend_error(self, exc: BaseException) -> bool:
+        from kiln.exc import KilnError
+        return isinstance(exc, KilnError)
+
+    def stats(self) -> dict:
+        from kiln.metrics import metrics as m
+        breaks = list(getattr(m, "breaks", []))
+        return {
+            "graphs": int(getattr(m, "graphs", 0)),
+            "breaks": len(breaks),
+            "top_breaks": top_reasons((getattr(b, "reason", b), 1) for b in breaks),
+            "recompiles": int(getattr(m, "recompiles", 0)),
+        }
+
+
+class TorchFrontend:
+    name = "torch"
+
+    def _torch_backend(self, backend: str) -> str:
+        return TORCH_EQUIVALENT.get(backend, backend)
+
+    def backend_label(self, backend: str) -> str:
+        tb = self._torch_backend(backend)
+        return backend if tb == backend else f"{backend}->{tb}"
+
+    def known_backends(self) -> list[str]:
+        import torch._dynamo
+        names = set(torch._dynamo.list_backends(exclude_tags=()))
+        return sorted(names | {k for k, v in TORCH_EQUIVALENT.items() if v in names})
+
+    def reset(self) -> None:
+        import torch._dynamo
+        from torch._dynamo import utils
+        torch._dynamo.reset()
+        utils.counters.clear()
+        clear = getattr(utils, "clear_compilation_metrics", None)
+        if clear is not None:
+            clear()
+
+    def compile(self, fn, backend: str):
+        import torch
+        return torch.compile(fn, backend=self._torch_backend(backend))
+
+    def is_frontend_error(self, exc: BaseException) -> bool:
+        from torch._dynamo.exc import TorchDynamoException
+        return isinstance(exc, TorchDynamoException)
+
+    def stats(self) -> dict:
+        from torch._dynamo import utils
+        breaks = utils.counters["graph_break"]
+        getter = getattr(utils, "get_compilation_metrics", None)
+        compiles = list(getter()) if getter is not None else []
+        recompiles = sum(1 for c in compiles if getattr(c, "recompile_reason", None))
+        return {
+            "graphs": int(utils.counters["stats"]["unique_graphs"]),
+            "breaks": int(sum(breaks.values())),
+            "top_breaks": top_reasons(breaks.items()),
+            "recompiles": recompiles,
+        }
+
+
+_FRONTENDS = {"kiln": KilnFrontend, "torch": TorchFrontend}
+
+
+def get(name: str):
+    try:
+        return _FRONTENDS[name]()
+    except KeyError:
+        raise ValueError(f"unknown frontend {name!r}; known frontends: {', '.join(_FRONTENDS)}") from None

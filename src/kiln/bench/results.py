@@ -1,0 +1,85 @@
+"""The two records that cross the process boundary: what to run, and what happened.
+
+Why plain dataclasses with JSON round-trips: the driver hands :class:`RunOptions`
+to a worker subprocess on its command line and reads a :class:`Result` back from
+one line of its stdout.  Keeping both flat (numbers and strings only) means the
+CSV columns, the JSON line and the table all come from the same field list.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+# Row statuses, from best to worst.  ``skipped`` rows never ran (skip list).
+PASS = "pass"
+FAIL_ACCURACY = "fail_accuracy"
+FAIL_COMPILE = "fail_compile"
+FAIL_RUN = "fail_run"
+EAGER_FAIL = "eager_fail"
+TIMEOUT = "timeout"
+SKIPPED = "skipped"
+STATUSES = (PASS, FAIL_ACCURACY, FAIL_COMPILE, FAIL_RUN, EAGER_FAIL, TIMEOUT, SKIPPED)
+
+FRONTENDS = ("kiln", "torch")
+MODES = ("inference", "training")
+PRECISIONS = ("float32", "bfloat16")
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass
+class RunOptions:
+    """Everything a worker needs to run one model, besides the model's name."""
+
+    backend: str = "eager"
+    mode: str = "inference"
+    precision: str = "float32"
+    device: str = "cpu"
+    accuracy: bool = True
+    performance: bool = True
+    repeat: int = 20
+    warmup: int = 2
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunOptions":
+        return cls(**json.loads(text))
+
+
+@dataclass
+class Result:
+    """One row of the report: one model under one frontend, mode, precision, device."""
+
+    model: str
+    frontend: str
+    backend: str
+    mode: str
+    precision: str
+    device: str
+    status: str = ""
+    reason: str = ""            # error message, skip reason or accuracy detail
+    graphs: int | None = None
+    breaks: int | None = None
+    top_breaks: str = ""        # "reason (count); ..." most frequent first
+    recompiles: int | None = None
+    accuracy: str = ""          # ok | fail | unavailable | "" (not checked)
+    eager_ms: float | None = None      # median steady-state eager call
+    compiled_ms: float | None = None   # median steady-state compiled call
+    speedup: float | None = None       # eager_ms / compiled_ms
+    first_call_s: float | None = None  # first compiled call, capture + backend compile included
+    capture_s: float | None = None     # first_call_s minus one steady eager call
+    overhead_us: float | None = None   # frontend cost per call on a trivial function
+    wall_s: float | None = None        # the whole worker subprocess, start-up included
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Result":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+#: CSV header, in the order the fields are declared above.
+COLUMNS = [f.name for f in fields(Result)]

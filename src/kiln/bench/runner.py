@@ -1,0 +1,257 @@
+"""Run one model under one frontend, in this process, and fill in a :class:`Result`.
+
+This is what a worker subprocess does; it is a plain function so that it can also
+be called directly (tests, debugging with ``pdb``).  The sequence is fixed so the
+numbers mean the same thing for every model and frontend:
+
+1. build the model and its inputs from seed 0 (torch, numpy and ``random`` alike);
+   take the fp64 reference copy before anything runs;
+2. eager: one seeded call (kept for accuracy), the fp64 reference call, warm-up;
+3. compiled: reset the frontend, compile, one seeded call timed as the first call
+   (capture and backend compile happen here), warm-up;
+4. steady state: ``repeat`` rounds of one eager call then one compiled call, and
+   the median of each.  Interleaving matters on a shared, noisy machine: a burst of
+   load slows both sides of a round instead of skewing one median;
+5. read the frontend's graph / break / recompile counts, compare accuracy;
+6. measure the frontend's per-call overhead on ``lambda x: x + 1``.
+
+A step is one forward (inference, under ``no_grad``) or forward + loss + backward
+with gradients cleared first (training).  The phase being run is announced through
+``on_phase`` so that a worker that crashes or hangs can still say where.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+import traceback
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import checks, frontends, registry
+from .results import EAGER_FAIL, FAIL_ACCURACY, FAIL_COMPILE, FAIL_RUN, PASS, Result, RunOptions
+
+SEED = 0
+OVERHEAD_CALLS = 200
+
+
+def seed_all(seed: int = SEED) -> None:
+    """Seed every RNG a model might draw from (BigBird's attention uses numpy's)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def describe(exc: BaseException, limit: int = 300) -> str:
+    """One line for the table: exception type and the first line of its message."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}"[:limit]
+
+
+def _cast_inputs(inputs: dict, device: torch.device, dtype: torch.dtype) -> dict:
+    out = {}
+    for k, v in inputs.items():
+        if isinstance(v, torch.Tensor):
+            v = v.to(device=device, dtype=dtype) if v.dtype.is_floating_point else v.to(device)
+        out[k] = v
+    return out
+
+
+def make_step(spec: registry.ModelSpec, training: bool, model: torch.nn.Module):
+    """``step(fn, inputs) -> {name: tensor}``: one benchmarked call of ``fn``.
+
+    ``fn`` is the model or its compiled wrapper; gradients are always read from
+    ``model`` itself so both sides name parameters the same way (a wrapper such as
+    torch's OptimizedModule would prefix them).
+    """
+
+    def step(fn, inputs):
+        if not training:
+            with torch.no_grad():
+                return checks.flatten(fn(**inputs))
+        for p in model.parameters():
+            p.grad = None
+        loss = spec.loss(fn(**inputs))
+        loss.backward()
+        grads = {f"grad.{n}": p.grad for n, p in model.named_parameters() if p.grad is not None}
+        return {"loss": loss.detach(), **grads}
+
+    return step
+
+
+def _timer(device: torch.device) -> Callable[[], float]:
+    if device.type == "cuda":
+        def now():
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+        return now
+    return time.perf_counter
+
+
+def interleaved_medians(fns, repeat: int, now) -> list[float]:
+    """Median seconds per call of each of ``fns``, called in turn ``repeat`` times."""
+    times = [[] for _ in fns]
+    for _ in range(max(repeat, 1)):
+        for fn, bucket in zip(fns, times):
+            t0 = now()
+            fn()
+            bucket.append(now() - t0)
+    return [statistics.median(b) for b in times]
+
+
+class _EagerBroke(Exception):
+    """The eager side failed during timing; carries the original exception."""
+
+
+def measure_overhead(frontend, now, calls: int = OVERHEAD_CALLS) -> float:
+    """Per-call frontend cost in µs: a compiled ``x + 1`` minus the plain one.
+
+    Uses the ``eager`` backend so the number is the frontend's own work (guard
+    checks, wrappers), not a backend's.
+    """
+    def add_one(x):
+        return x + 1
+
+    x = torch.ones(1)
+    frontend.reset()
+    compiled = frontend.compile(add_one, "eager")
+    for _ in range(3):
+        compiled(x)
+
+    def loop(fn):
+        def run():
+            for _ in range(calls):
+                fn(x)
+        return run
+
+    eager, comp = interleaved_medians([loop(add_one), loop(compiled)], 7, now)
+    return (comp - eager) / calls * 1e6
+
+
+def run_model(name: str, frontend_name: str, opts: RunOptions,
+              on_phase: Callable[[str], None] = lambda phase: None) -> Result:
+    """Run ``name`` under ``frontend_name`` with ``opts``; never raises for model errors."""
+    fe = frontends.get(frontend_name)
+    res = Result(model=name, frontend=frontend_name, backend=fe.backend_label(opts.backend), mode=opts.mode,
+                 precision=opts.precision, device=opts.device)
+    spec = registry.get(name)
+    training = opts.mode == "training"
+    device = torch.device(opts.device)
+    dtype = torch.bfloat16 if opts.precision == "bfloat16" else torch.float32
+    now = _timer(device)
+
+    # 1-2. eager side
+    on_phase("eager")
+    try:
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("CUDA was requested but torch.cuda.is_available() is False")
+        seed_all()
+        model = spec.build(training).to(device=device, dtype=dtype)
+        model.train(training)
+        step = make_step(spec, training, model)
+        inputs = _cast_inputs(spec.inputs(training, torch.Generator().manual_seed(SEED)), device, dtype)
+        do_accuracy = opts.accuracy and checks.available()
+        if do_accuracy:
+            ref_model, ref_inputs = checks.fp64_copy(model), checks.fp64_copy(inputs)
+        seed_all()
+        eager_out = checks.snapshot(step(model, inputs))
+        if do_accuracy:
+            on_phase("fp64 reference")
+            seed_all()
+            ref_out = checks.snapshot(make_step(spec, training, ref_model)(ref_model, ref_inputs))
+            del ref_model, ref_inputs
+        on_phase("eager warm-up")
+        for _ in range(opts.warmup):
+            step(model, inputs)
+    except Exception as exc:  # the model itself is broken: not the compiler's fault
+        traceback.print_exc()
+        res.status, res.reason = EAGER_FAIL, describe(exc)
+        return res
+
+    # 3. compiled side: errors from compile() or from a frontend during the first
+    # call are the frontend's (fail_compile); anything else is a run failure.
+    on_phase("compile")
+    fe.reset()
+    try:
+        compiled = fe.compile(model, opts.backend)
+    except Exception as exc:
+        traceback.print_exc()
+        res.status, res.reason = FAIL_COMPILE, describe(exc)
+        return res
+    try:
+        seed_all()
+        t0 = now()
+        compiled_out = checks.snapshot(step(compiled, inputs))
+        res.first_call_s = now() - t0
+    except Exception as exc:
+        traceback.print_exc()
+        res.status = FAIL_COMPILE if fe.is_frontend_error(exc) else FAIL_RUN
+        res.reason = describe(exc)
+        _fill_stats(res, fe)
+        return res
+
+    # 4. steady state, eager and compiled interleaved
+    on_phase("timing")
+
+    def eager_call():
+        try:
+            step(model, inputs)
+        except Exception as exc:
+            raise _EagerBroke() from exc
+
+    try:
+        for _ in range(max(opts.warmup - 1, 0)):
+            step(compiled, inputs)
+        eager_s, compiled_s = interleaved_medians([eager_call, lambda: step(compiled, inputs)],
+                                                  opts.repeat if opts.performance else 1, now)
+    except _EagerBroke as broke:
+        traceback.print_exception(broke.__cause__)
+        res.status, res.reason = EAGER_FAIL, "eager failed after compiling: " + describe(broke.__cause__)
+        _fill_stats(res, fe)
+        return res
+    except Exception as exc:
+        traceback.print_exc()
+        res.status, res.reason = FAIL_RUN, describe(exc)
+        _fill_stats(res, fe)
+        return res
+
+    # 5. counts and accuracy
+    _fill_stats(res, fe)
+    res.capture_s = max(res.first_call_s - eager_s, 0.0)
+    if opts.performance:
+        res.eager_ms, res.compiled_ms = eager_s * 1e3, compiled_s * 1e3
+        res.speedup = eager_s / compiled_s if compiled_s > 0 else None
+    res.status = PASS
+    if opts.accuracy:
+        on_phase("accuracy")
+        if do_accuracy:
+            res.accuracy, detail = checks.compare(eager_out, compiled_out, ref_out, name=name)
+        else:
+            res.accuracy, detail = "unavailable", f"{checks.ACCURACY_MODULE} is not available; accuracy not checked"
+        if res.accuracy == "fail":
+            res.status, res.reason = FAIL_ACCURACY, detail
+        elif res.accuracy == "unavailable":
+            res.reason = detail
+
+    # 6. per-call overhead of the frontend itself
+    if opts.performance:
+        on_phase("overhead")
+        try:
+            res.overhead_us = measure_overhead(fe, now)
+        except Exception as exc:  # not worth failing a passing row over
+            traceback.print_exc()
+            res.reason = (res.reason + "; " if res.reason else "") + f"overhead probe failed: {describe(exc)}"
+    return res
+
+
+def _fill_stats(res: Result, fe) -> None:
+    try:
+        stats = fe.stats()
+    except Exception as exc:
+        traceback.print_exc()
+        res.top_breaks = f"(stats unavailable: {describe(exc, 100)})"
+        return
+    res.graphs, res.breaks, res.recompiles = stats["graphs"], stats["breaks"], stats["recompiles"]
+    res.top_breaks = stats["top_breaks"]

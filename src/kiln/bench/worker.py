@@ -1,0 +1,49 @@
+"""Subprocess entry point: run one model, print one JSON result line.
+
+    python -m kiln.bench.worker --model bert --frontend kiln --options '{"backend": "eager", ...}'
+
+Why a subprocess per model and frontend: a segfault, an out-of-memory kill or a
+hang in one model must cost that row only, and each frontend must start from a
+clean interpreter (no caches, counters or patched state left by the other).
+
+The protocol is two kinds of tagged stdout lines, so stray prints from models or
+libraries cannot be mistaken for results:
+
+* ``KILN_BENCH_PHASE <phase>`` as each phase starts (the driver reports the last
+  one when the worker dies or times out);
+* ``KILN_BENCH_RESULT <json>`` once at the end, a :class:`Result` as JSON.
+
+Tracebacks go to stderr, which the driver keeps for rows that crash.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+PHASE_TAG = "KILN_BENCH_PHASE"
+RESULT_TAG = "KILN_BENCH_RESULT"
+
+
+def _emit(tag: str, text: str) -> None:
+    sys.stdout.write(f"\n{tag} {text}\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kiln.bench.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--frontend", required=True, choices=("kiln", "torch"))
+    parser.add_argument("--options", required=True, help="RunOptions as JSON")
+    args = parser.parse_args(argv)
+
+    from .results import RunOptions
+    from .runner import run_model
+
+    opts = RunOptions.from_json(args.options)
+    result = run_model(args.model, args.frontend, opts, on_phase=lambda phase: _emit(PHASE_TAG, phase))
+    _emit(RESULT_TAG, result.to_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
