@@ -14,6 +14,8 @@ result behave like the graph it replaced:
 * AOTAutograd bakes non-tensor inputs (ints, floats) into the graph.  The compiled
   callable checks on every call that they still have the values it was compiled for,
   instead of silently computing with the old ones.
+* AOTAutograd's result is specialized on grad mode and on which inputs require grad;
+  :class:`GradSpecialized` compiles one variant per situation it is called in.
 * The backward graph is compiled eagerly (``force_non_lazy_backward_lowering``), so a
   backend that cannot handle it fails inside ``compile_graph``, where Kiln can fall
   back to eager, rather than in the middle of the user's ``loss.backward()``.
@@ -42,7 +44,7 @@ def tuple_output_graph(gm: torch.fx.GraphModule):
     (result,) = output_node.args
     if isinstance(result, tuple) and all(isinstance(r, torch.fx.Node) for r in result):
         return gm, tuple
-    leaves, spec = pytree.tree_flatten(result)
+    leaves, spec = pytree.tree_flatten(_plain(result))
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     for node in gm.graph.nodes:
@@ -56,6 +58,18 @@ def tuple_output_graph(gm: torch.fx.GraphModule):
         return pytree.tree_unflatten(list(flat), spec)
 
     return flat_gm, rebuild
+
+
+def _plain(obj):
+    """fx stores output structures as immutable_dict / immutable_list; the graph's own
+    code returns plain dicts and lists, so rebuild with those."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_plain(v) for v in obj)
+    return obj
 
 
 def nontensor_guard(example_inputs: Sequence[Any], backend_name: str):
@@ -90,53 +104,87 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                 backend_name: str,
                 fw_compiler: Callable,
                 bw_compiler: Callable | None = None,
-                keep_inference_input_mutations: bool = False) -> Callable:
+                keep_inference_input_mutations: bool = False) -> "GradSpecialized":
     """Compile ``gm`` through AOTAutograd with the given graph compilers.
 
-    Returns a plain ``fn(*args) -> tuple`` (or whatever ``gm`` returned).  Errors while
-    tracing are re-raised as :class:`kiln.exc.BackendError` naming the backend, chained
-    from the original so nothing is lost.
+    Returns a callable ``fn(*args)`` giving what ``gm`` gives.  Errors while tracing are
+    re-raised as :class:`kiln.exc.BackendError` naming the backend, chained from the
+    original so nothing is lost.
     """
     from torch._functorch import config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    example_inputs = list(example_inputs)
-    flat_gm, rebuild = tuple_output_graph(gm)
-    try:
-        with functorch_config.patch(force_non_lazy_backward_lowering=True):
-            compiled = aot_module_simplified(
-                flat_gm, example_inputs,
-                fw_compiler=fw_compiler,
-                bw_compiler=bw_compiler or fw_compiler,
-                keep_inference_input_mutations=keep_inference_input_mutations,
-            )
-    except BackendError:
-        raise
-    except Exception as e:
-        raise BackendError(f"the {backend_name} backend could not trace the graph through AOTAutograd: "
-                           f"{type(e).__name__}: {_first_line(e)}") from e
-    return wrap_runtime(compiled, example_inputs, rebuild, backend_name)
+    def compile_flat(flat_gm, inputs):
+        try:
+            with functorch_config.patch(force_non_lazy_backward_lowering=True):
+                return aot_module_simplified(
+                    flat_gm, inputs,
+                    fw_compiler=fw_compiler,
+                    bw_compiler=bw_compiler or fw_compiler,
+                    keep_inference_input_mutations=keep_inference_input_mutations,
+                )
+        except BackendError:
+            raise
+        except Exception as e:
+            raise BackendError(f"the {backend_name} backend could not trace the graph through AOTAutograd: "
+                               f"{type(e).__name__}: {first_line(e)}") from e
+
+    return GradSpecialized(gm, example_inputs, compile_flat, backend_name)
 
 
-def wrap_runtime(compiled: Callable, example_inputs: Sequence[Any], rebuild: Callable,
-                 backend_name: str) -> Callable:
-    """Wrap an AOTAutograd-made callable: guard baked scalars, rebuild the output structure.
+class GradSpecialized:
+    """A compiled graph, compiled once per autograd situation it is called in.
 
-    The wrapper is a fresh function without ``_boxed_call`` (AOTAutograd copies that flag
-    from the inner compiler onto its unboxed result, which would mislead a caller).
+    What AOTAutograd produces is specialized on the autograd state at compile time: with
+    grad enabled and some input requiring grad it builds a training function (outputs
+    carry a ``grad_fn``), otherwise an inference function (outputs never do).  Called in
+    the other situation it is silently wrong: a training function under ``no_grad``
+    returns outputs that require grad, an inference function in a training step returns
+    outputs that cut the graph, and a training function compiled for other
+    ``requires_grad`` flags computes the wrong set of gradients.  So the situation is part
+    of the key: ``None`` for inference, else the tuple of ``requires_grad`` flags of the
+    tensor inputs (and of parameters the graph module owns); a new key compiles a new variant from the call's own inputs.
+
+    Also: guards the non-tensor inputs AOTAutograd bakes in (see
+    :func:`nontensor_guard`), rebuilds the graph's output structure, and carries no
+    ``_boxed_call`` flag (AOTAutograd copies that flag from the inner compiler onto its
+    unboxed result, which would mislead a caller).
     """
-    check = nontensor_guard(example_inputs, backend_name)
-    if check is None:
-        def run(*args):
-            return rebuild(compiled(*args))
-    else:
-        def run(*args):
-            check(args)
-            return rebuild(compiled(*args))
-    run.__qualname__ = run.__name__ = f"kiln_{backend_name}_compiled"
-    return run
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                 compile_flat: Callable, backend_name: str):
+        example_inputs = list(example_inputs)
+        self.backend_name = backend_name
+        self._flat_gm, self._rebuild = tuple_output_graph(gm)
+        self._compile_flat = compile_flat
+        self._check = nontensor_guard(example_inputs, backend_name)
+        # parameters the graph reaches through get_attr / call_module are inputs to
+        # AOTAutograd too (Kiln's own graphs pass them as placeholders, so this is empty)
+        self._params = list(gm.parameters())
+        self.variants: dict[Any, Callable] = {}
+        self.variants[self._key(example_inputs)] = compile_flat(self._flat_gm, example_inputs)
+
+    def _key(self, args: Sequence[Any]):
+        if not torch.is_grad_enabled():
+            return None
+        flags = tuple(a.requires_grad for a in args if isinstance(a, torch.Tensor))
+        if self._params:
+            flags += tuple(p.requires_grad for p in self._params)
+        return flags if any(flags) else None
+
+    def __call__(self, *args):
+        if self._check is not None:
+            self._check(args)
+        key = self._key(args)
+        fn = self.variants.get(key)
+        if fn is None:
+            fn = self.variants[key] = self._compile_flat(self._flat_gm, list(args))
+        return self._rebuild(fn(*args))
+
+    def __repr__(self) -> str:
+        return f"<kiln {self.backend_name} compiled graph, {len(self.variants)} variant(s)>"
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else "(no message)"

@@ -5,11 +5,14 @@ imports inductor only when a graph is compiled) because importing inductor takes
 seconds and Kiln must stay cheap to import.
 
 ``compile_fx`` drives AOTAutograd itself, so training, input mutation and output
-aliasing behave as under ``aot_eager``.  Two adaptations:
+aliasing behave as under ``aot_eager``.  Three adaptations:
 
 * ``compile_fx`` takes ownership of the graph module it is given and may rewrite it.
   Kiln keeps the original graph as the eager fallback, so inductor gets its own
   GraphModule over a copy of the graph (sharing parameters, not copying them).
+* Like every AOTAutograd result it is specialized on grad mode and ``requires_grad``
+  flags, so it is wrapped in :class:`kiln.backends._aot.GradSpecialized`, which compiles
+  a variant per situation (training step, ``no_grad`` evaluation, ...).
 * The backward graph is compiled up front, so a failure there is a compile-time
   failure that Kiln's fallback policy can handle, not an error inside ``backward()``.
 """
@@ -22,7 +25,7 @@ import torch.fx
 
 from kiln.exc import BackendError
 
-from ._aot import _first_line, tuple_output_graph, wrap_runtime
+from ._aot import GradSpecialized, first_line
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
@@ -32,19 +35,18 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
         from torch._inductor.compile_fx import compile_fx
     except Exception as e:  # pragma: no cover - depends on the torch build
         raise BackendError(f"the inductor backend is not available in this PyTorch build: "
-                           f"{type(e).__name__}: {_first_line(e)}") from e
+                           f"{type(e).__name__}: {first_line(e)}") from e
 
-    example_inputs = list(example_inputs)
-    flat_gm, rebuild = tuple_output_graph(gm)
-    if flat_gm is gm:
+    def compile_flat(flat_gm, inputs):
         # a private GraphModule over a copy of the graph; submodules/params are shared
-        flat_gm = torch.fx.GraphModule(gm, _copy_graph(gm.graph))
-    try:
-        with functorch_config.patch(force_non_lazy_backward_lowering=True):
-            compiled = compile_fx(flat_gm, example_inputs)
-    except Exception as e:
-        raise BackendError(f"inductor could not compile the graph: {type(e).__name__}: {_first_line(e)}") from e
-    return wrap_runtime(compiled, example_inputs, rebuild, "inductor")
+        private = torch.fx.GraphModule(flat_gm, _copy_graph(flat_gm.graph))
+        try:
+            with functorch_config.patch(force_non_lazy_backward_lowering=True):
+                return compile_fx(private, inputs)
+        except Exception as e:
+            raise BackendError(f"inductor could not compile the graph: {type(e).__name__}: {first_line(e)}") from e
+
+    return GradSpecialized(gm, example_inputs, compile_flat, "inductor")
 
 
 def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
