@@ -24,7 +24,7 @@ def top_reasons(reasons, limit: int = 3) -> str:
     """``"reason (count); ..."``, most frequent first, first line of each reason only."""
     counts = Counter()
     for reason, n in reasons:
-        first = (str(reason).strip().splitlines() or ["?"])[0][:120]
+        first = (str(reason).strip().splitlines() or ["?"])[0][:160]
         counts[first] += n
     return "; ".join(f"{r} ({n})" for r, n in counts.most_common(limit))
 
@@ -105,9 +105,18 @@ class TorchFrontend:
         return {
             "graphs": int(utils.counters["stats"]["unique_graphs"]),
             "breaks": int(sum(breaks.values())),
-            "top_breaks": top_reasons(breaks.items()),
+            "top_breaks": top_reasons((_torch_reason(r), n) for r, n in breaks.items()),
             "recompiles": recompiles,
         }
+
+
+def _torch_reason(reason: str) -> str:
+    """Dynamo's first line is generic ("Failed to trace builtin operator"); its
+    ``Explanation:`` line says what was not traced, so keep both."""
+    lines = [ln.strip() for ln in str(reason).strip().splitlines() if ln.strip()]
+    explanation = next((ln[len("Explanation:"):].strip() for ln in lines if ln.startswith("Explanation:")), "")
+    head = lines[0] if lines else "?"
+    return f"{head}: {explanation}" if explanation else head
 
 
 _FRONTENDS = {"kiln": KilnFrontend, "torch": TorchFrontend}

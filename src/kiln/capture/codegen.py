@@ -110,10 +110,11 @@ class Codegen:
             if isinstance(container.items, list):
                 self.lines.append(f"{target}[:] = {contents}")
             else:
-                t = self._temp()
+                t, new = self._temp(), self._temp()
+                self.lines.append(f"{new} = {contents}")
                 self.lines.append(f"{t} = {target}")
                 self.lines.append(f"{t}.clear()")
-                self.lines.append(f"{t}.update({contents})")
+                self.lines.append(f"{t}.update({new})")
         for obj_value, name, value in se.attr_writes.values():
             target = self.expr(obj_value)
             if value is _DELETED:

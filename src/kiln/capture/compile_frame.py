@@ -17,6 +17,7 @@ from .interpreter import Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
 from .values.builder import wrap
+from .values.exceptions import TracedException
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
 
@@ -34,6 +35,16 @@ class Entry:
     name: str
     guard_count: int
     extra: dict = field(default_factory=dict)
+
+
+def _var_param_names(code) -> list:
+    names, idx = [], code.co_argcount + code.co_kwonlyargcount
+    if code.co_flags & inspect.CO_VARARGS:
+        names.append(code.co_varnames[idx])
+        idx += 1
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        names.append(code.co_varnames[idx])
+    return names
 
 
 def _bind_real(fn, args, kwargs) -> dict:
@@ -65,7 +76,15 @@ def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> En
             cells[name] = state.cell_for(fn.__closure__[i], ClosureSource(FnSource(), i))
         tracer = Tracer(state, code, fn.__globals__, {}, cells)
         tracer.locals = {name: wrap(tracer, value, LocalSource(name)) for name, value in real_locals.items()}
-        result = tracer.run()
+        # *args / **kwargs are fresh containers made by the call: nobody outside sees them
+        varargs = _var_param_names(code)
+        for name in varargs:
+            if name in tracer.locals:
+                tracer.locals[name].source = None
+        try:
+            result = tracer.run()
+        except TracedException as e:
+            raise Unsupported(f"the frame raises {e.value.describe()} (eager will raise it)") from None
         if tracer.yields is not None:
             raise Unsupported(f"{code.co_name} is a generator function; Kiln compiles ordinary functions only")
         final_grad = torch.is_grad_enabled()

@@ -11,11 +11,22 @@ import linecache
 from ..config import config
 from ..exc import Unsupported
 from .handlers import HANDLERS
-from .instructions import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode
+from .instructions import (CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode,
+                           exception_table)
+from .values.base import const
+from .values.exceptions import TracedException
 from .sources import BuiltinSource, GlobalSource
 from .values.base import Value
 
 _DECODED: dict = {}
+_EXC_TABLES: dict = {}
+
+
+def exception_entries(code):
+    table = _EXC_TABLES.get(code)
+    if table is None:
+        table = _EXC_TABLES[code] = exception_table(code)
+    return table
 
 
 def decoded(code):
@@ -43,6 +54,7 @@ class Tracer:
         self.return_value: Value | None = None
         self.done = False
         self.context_stack: list = []   # active with-blocks (values with enter/exit)
+        self.exc_stack: list = []       # exceptions being handled (PUSH_EXC_INFO)
         self.yields: list | None = [] if code.co_flags & CO_GENERATOR else None
         if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE):
             raise Unsupported(f"coroutines and async generators ({code.co_name}) are not supported")
@@ -78,11 +90,40 @@ class Tracer:
             raise Unsupported(f"bytecode {ins.opname} is not supported yet")
         try:
             handler(self, ins)
+        except TracedException as e:
+            if not self._route_exception(ins, e):
+                raise
         except Unsupported as e:
+            if getattr(e, "user_stack", None) is None:
+                e.user_stack = self.user_stack()
             raise e.with_location(*self.location())
+        except Exception as e:
+            if not getattr(e, "_kiln_located", False):
+                e._kiln_located = True
+                loc, text = self.location()
+                e.add_note(f"while Kiln traced {ins.opname} at {loc}: {text}")
+            raise
 
     def jump(self, ins):
         self.ip = ins.jump_target
+
+    def _route_exception(self, ins, exc) -> bool:
+        """Jump to the handler the exception table gives for ``ins``; False if none."""
+        for start, end, target, depth, lasti in exception_entries(self.code):
+            if start <= ins.offset < end:
+                del self.stack[depth:]
+                if lasti:
+                    self.push(const(ins.offset))
+                self.push(exc.value)
+                self.ip = self._index_of_offset(target)
+                return True
+        return False
+
+    def _index_of_offset(self, offset: int) -> int:
+        for i, candidate in enumerate(self.instructions):
+            if candidate.offset == offset:
+                return i
+        raise Unsupported(f"exception handler at offset {offset} not found")
 
     # -- locations -------------------------------------------------------------------------
     def location(self) -> tuple[str, str | None]:

@@ -6,6 +6,7 @@ import operator
 
 from ..exc import Unsupported
 from .values.base import ConstantValue, Value, const
+from .values.exceptions import raise_python
 from .values.containers import DictValue, ListValue, SequenceValue, SetValue, TupleValue, _equal
 from .values.tensor import TensorValue, graph_call
 
@@ -36,8 +37,7 @@ def _fold(fn, *values):
     except Unsupported:
         raise
     except Exception as e:
-        raise Unsupported(f"{getattr(fn, '__name__', fn)} on constants raised {type(e).__name__}: {e} "
-                          f"(Kiln does not trace raised exceptions)") from e
+        raise_python(type(e), *e.args)
 
 
 def binary(tx, fn, a: Value, b: Value) -> Value:

@@ -46,6 +46,7 @@ class SideEffects:
         self.cell_writes[id(cell_value)] = (cell_value, value)
 
     def mutated(self, container):
+        container.dirty = True
         if container.source is None:
             if self.in_hop and id(container) not in self.in_hop[-1].created_ids:
                 raise Unsupported(self.in_hop[-1].mutation_message(container.describe()))

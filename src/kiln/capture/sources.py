@@ -190,3 +190,34 @@ class FnSource(Source):
 def param_source(src: Source, kind: str, name: str) -> Source:
     """Fast path into ``nn.Module`` state: ``mod._parameters['w']`` instead of ``mod.w``."""
     return ItemSource(AttrSource(src, kind), name)
+
+
+@dataclass(frozen=True)
+class CallSource(Source):
+    """``fn(base, *args)`` for a pure read method of a builtin container (e.g. dict.get).
+
+    Only built for methods on Kiln's list of side-effect-free reads, with constant
+    arguments, so evaluating it in a guard is safe.
+    """
+    fn_id: int
+    base_src: Source
+    args: tuple
+    fn: object = None
+    as_tuple: bool = False
+
+    def __hash__(self):
+        return hash((self.fn_id, self.base_src, self.args, self.as_tuple))
+
+    def __eq__(self, other):
+        return isinstance(other, CallSource) and (self.fn_id, self.base_src, self.args, self.as_tuple) == (
+            other.fn_id, other.base_src, other.args, other.as_tuple)
+
+    @property
+    def base(self):
+        return self.base_src
+
+    def _expr(self, ns):
+        args = "".join(f", {a!r}" if isinstance(a, (int, str, float, bool, type(None))) else f", {ns.ref(a)}"
+                       for a in self.args)
+        text = f"{ns.ref(self.fn)}({self.base_src.expr(ns)}{args})"
+        return f"tuple({text})" if self.as_tuple else text

@@ -12,7 +12,12 @@ Aliasing is storage sharing: two tensors alias if their ``untyped_storage()`` ha
 same data pointer on the same device (empty storages never alias).  An input counts as
 mutated if its values, sizes, strides or storage offset changed (NaN equals NaN), and
 separately we record whether its version counter moved, which is what autograd uses to
-detect in-place changes.
+detect in-place changes.  Version counters are compared where they matter: a compiled
+call must bump the counter of every input it changes, and must not bump one eager
+leaves alone (that makes autograd report a spurious in-place modification).  Eager
+bumps that come with no change to the input itself (an in-place metadata op such as
+``x.detach().unsqueeze_(0)``, which shares ``x``'s counter) are not required of compiled
+code: AOTAutograd, like any functionalizing compiler, does not replay them.
 """
 from __future__ import annotations
 
@@ -116,12 +121,16 @@ def compare_aliasing(eager: CallRecord, compiled: CallRecord) -> list[str]:
         problems.append(f"{a} and {b} share storage in eager but not when compiled")
     for a, b in sorted(c_pairs - e_pairs):
         problems.append(f"{a} and {b} share storage when compiled but not in eager")
-    for what, e_set, c_set in (("changed", eager.mutated, compiled.mutated),
-                               ("had its version counter bumped", eager.bumped, compiled.bumped)):
-        for path in sorted(set(e_set) - set(c_set)):
-            problems.append(f"{path} {what} in eager but not when compiled")
-        for path in sorted(set(c_set) - set(e_set)):
-            problems.append(f"{path} {what} when compiled but not in eager")
+    for path in sorted(set(eager.mutated) - set(compiled.mutated)):
+        problems.append(f"{path} changed in eager but not when compiled")
+    for path in sorted(set(compiled.mutated) - set(eager.mutated)):
+        problems.append(f"{path} changed when compiled but not in eager")
+    for path in sorted(set(compiled.bumped) - set(eager.bumped)):
+        problems.append(f"{path} had its version counter bumped when compiled but not in eager "
+                        f"(autograd may report a spurious in-place modification)")
+    for path in sorted((set(eager.bumped) & set(eager.mutated) & set(compiled.mutated)) - set(compiled.bumped)):
+        problems.append(f"{path} was changed without bumping its version counter when compiled "
+                        f"(autograd cannot notice the change)")
     return problems
 
 

@@ -1,13 +1,14 @@
 """with-blocks, exceptions and raise.
 
-Kiln traces the normal path only: handlers reached through the exception table
-never run while tracing, because nothing raises in a successful trace.  A traced
-``raise`` is unsupported (eager then raises it for real).
+A traced ``raise`` becomes a TracedException that the tracer routes through the
+code object's exception table (see interpreter.Tracer.step), so try/except/finally
+and with-blocks behave as in CPython.
 """
 from __future__ import annotations
 
 from ...exc import Unsupported
 from ..values.base import Value, const
+from ..values.exceptions import ExceptionValue, TracedException
 
 
 class WithExit(Value):
@@ -40,12 +41,58 @@ def before_with(tx, ins):
 
 
 def raise_varargs(tx, ins):
-    what = tx.stack[-ins.arg].describe() if ins.arg else "the active exception"
-    raise Unsupported(f"raise of {what} (Kiln traces only the path without exceptions)")
+    if ins.arg == 0:
+        if not tx.exc_stack:
+            raise Unsupported("bare raise with no active exception")
+        raise TracedException(tx.exc_stack[-1])
+    if ins.arg == 2:
+        tx.pop()  # the cause: not modelled
+    exc = tx.pop()
+    raise TracedException(to_exception(tx, exc))
 
 
-def exception_path(tx, ins):
-    raise Unsupported(f"exception handling ({ins.opname}) was reached while tracing")
+def to_exception(tx, v):
+    from ..values.objects import ClassValue
+    if isinstance(v, ExceptionValue):
+        return v
+    if isinstance(v, ClassValue) and issubclass(v.obj, BaseException):
+        return ExceptionValue(v.obj, [])
+    raise Unsupported(f"raising {v.describe()}")
+
+
+def push_exc_info(tx, ins):
+    exc = tx.pop()
+    tx.push(tx.exc_stack[-1] if tx.exc_stack else const(None))
+    tx.exc_stack.append(exc)
+    tx.push(exc)
+
+
+def pop_except(tx, ins):
+    tx.pop()
+    if tx.exc_stack:
+        tx.exc_stack.pop()
+
+
+def check_exc_match(tx, ins):
+    from ..values.builtins import _real_classes
+    match = tx.pop()
+    exc = tx.stack[-1]
+    classes = _real_classes(tx, match)
+    tx.push(const(isinstance(exc, ExceptionValue) and issubclass(exc.cls, classes)))
+
+
+def reraise(tx, ins):
+    exc = tx.pop()
+    if ins.arg:
+        tx.pop()  # lasti
+    raise TracedException(to_exception(tx, exc))
+
+
+def with_except_start(tx, ins):
+    exc = tx.stack[-1]
+    exit_fn = tx.stack[-4]
+    result = exit_fn.call(tx, [const(exc.cls), exc, const(None)], {})
+    tx.push(result)
 
 
 def unsupported_op(tx, ins):
@@ -55,13 +102,13 @@ def unsupported_op(tx, ins):
 TABLE = {
     "BEFORE_WITH": before_with,
     "RAISE_VARARGS": raise_varargs,
-    "RERAISE": exception_path,
-    "PUSH_EXC_INFO": exception_path,
-    "POP_EXCEPT": exception_path,
-    "WITH_EXCEPT_START": exception_path,
-    "CHECK_EXC_MATCH": exception_path,
-    "CHECK_EG_MATCH": exception_path,
-    "PREP_RERAISE_STAR": exception_path,
+    "PUSH_EXC_INFO": push_exc_info,
+    "CHECK_EXC_MATCH": check_exc_match,
+    "POP_EXCEPT": pop_except,
+    "RERAISE": reraise,
+    "WITH_EXCEPT_START": with_except_start,
+    "CHECK_EG_MATCH": unsupported_op,
+    "PREP_RERAISE_STAR": unsupported_op,
     "SETUP_ANNOTATIONS": unsupported_op,
     "GET_AWAITABLE": unsupported_op,
     "BEFORE_ASYNC_WITH": unsupported_op,

@@ -123,7 +123,8 @@ class ConstantValue(Value):
         try:
             return const(self.value[k])
         except Exception as e:
-            raise Unsupported(f"indexing constant {self.value!r}: {type(e).__name__}: {e}") from e
+            from .exceptions import raise_python
+            raise_python(type(e), *e.args)
 
     def length(self, tx):
         return len(self.value)
@@ -151,7 +152,8 @@ class ConstantMethodValue(Value):
         try:
             result = self.bound(*real_args, **real_kwargs)
         except Exception as e:
-            raise Unsupported(f"{self.describe()}() raised {type(e).__name__}: {e}") from e
+            from .exceptions import raise_python
+            raise_python(type(e), *e.args)
         from .builder import wrap_real_result
         return wrap_real_result(tx, result)
 

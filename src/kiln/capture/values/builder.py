@@ -7,6 +7,7 @@ every guard on an input is installed here, at the moment Kiln first reads it.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import enum
 import functools
 import types
@@ -73,6 +74,7 @@ def wrap(tx, obj, source) -> Value:
         if guards is not None:
             guards.length(source, obj)
         v = ListValue([wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)], source)
+        v.real = obj
         return state.remember(obj, v)
     if t in (dict, collections.OrderedDict, collections.defaultdict):
         return _wrap_dict(tx, obj, source)
@@ -168,7 +170,9 @@ def _wrap_dict(tx, obj: dict, source) -> Value:
     factory = None
     if type(obj) is collections.defaultdict and obj.default_factory is not None:
         factory = wrap(tx, obj.default_factory, AttrSource(source, "default_factory") if source else None)
-    return state.remember(obj, DictValue(items, source, cls=type(obj), key_values=key_values, default_factory=factory))
+    v = DictValue(items, source, cls=type(obj), key_values=key_values, default_factory=factory)
+    v.real = obj
+    return state.remember(obj, v)
 
 
 def _wrap_function(tx, fn: types.FunctionType, source) -> Value:
@@ -262,6 +266,8 @@ def wrap_traced_object(tx, real) -> Value:
         return TupleValue(items) if type(real) is tuple else ListValue(items)
     if type(real) is dict:
         return DictValue({k: wrap_traced_object(tx, v) for k, v in real.items()})
+    if isinstance(real, (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView)):
+        return TupleValue([wrap_traced_object(tx, r) for r in real])
     return wrap(tx, real, None)
 
 
@@ -285,7 +291,26 @@ def lower_to_real(tx, v: Value):
         return real()
     if isinstance(v, ObjectValue) and not isinstance(v.obj, (list, dict)):
         return v.obj
-    raise Unsupported(f"{v.describe()} cannot be passed to a constructor Kiln replays")
+    # anything else travels through the constructor as an opaque stand-in
+    stand_in = _StandIn(v)
+    tx.state.replayed[id(stand_in)] = v
+    tx.state.keepalive.append(stand_in)
+    return stand_in
+
+
+class _StandIn:
+    """Carries a symbolic value through a replayed constructor (which only stores it)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"<kiln stand-in for {self.value.describe()}>"
+
+
+# Classes whose construction from constants is pure and whose instances are immutable.
+_PURE_CONSTRUCTORS = frozenset({torch.finfo, torch.iinfo, torch.device, torch.Size, torch.dtype,
+                                range, slice, type(None)})
 
 
 def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
@@ -314,6 +339,20 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
         tx.state.replayed[id(instance)] = v
         tx.state.keepalive.append(instance)
         return v
+    if issubclass(cls, BaseException):
+        from .exceptions import ExceptionValue
+        return ExceptionValue(cls, list(args))
+    if cls in _PURE_CONSTRUCTORS:
+        from .base import to_python
+        try:
+            real_args = [to_python(a, tx) for a in args]
+            real_kwargs = {k: to_python(v, tx) for k, v in kwargs.items()}
+        except Unsupported:
+            raise Unsupported(f"{cls.__name__}() with arguments that are not constants")
+        try:
+            return wrap(tx, cls(*real_args, **real_kwargs), None)
+        except Exception as e:
+            raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}: {e}") from e
     if is_plain_class(cls):
         obj = NewObjectValue(cls)
         tx.state.side_effects.track_new(obj)

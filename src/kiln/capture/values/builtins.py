@@ -16,6 +16,7 @@ import torch
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const
 from .containers import DictValue, IteratorValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from .exceptions import raise_python
 from .tensor import TensorValue, graph_call
 
 
@@ -60,8 +61,7 @@ def _fold(fn):
         except Unsupported:
             raise
         except Exception as e:
-            raise Unsupported(f"{getattr(fn, '__name__', fn)}() raised {type(e).__name__}: {e} "
-                              f"(Kiln does not trace raised exceptions)") from e
+            raise_python(type(e), *e.args)
     return handler
 
 
@@ -175,7 +175,7 @@ def _next(tx, args, kwargs):
     if v is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported("StopIteration from next() (Kiln does not trace raised exceptions)")
+        raise_python(StopIteration)
     return v
 
 
@@ -365,6 +365,9 @@ def _divmod(tx, args, kwargs):
 
 def _str(tx, args, kwargs):
     if args and not args[0].is_constant():
+        from .objects import ClassValue
+        if isinstance(args[0], ClassValue) and type(args[0].obj).__str__ is type.__str__:
+            return const(str(args[0].obj))
         raise Unsupported(f"str() of {args[0].describe()}")
     return _fold(str)(tx, args, kwargs)
 

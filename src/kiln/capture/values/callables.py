@@ -299,6 +299,87 @@ class GradModeClassValue(Value):
         return cg.ref(self.cls)
 
 
+class TraceTimeFunctionValue(Value):
+    """A pure function of its arguments' identity and code (``inspect.signature``):
+    run for real at trace time on the real objects the arguments stand for."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def real_object(self):
+        return self.fn
+
+    def describe(self):
+        return f"{getattr(self.fn, '__module__', '')}.{getattr(self.fn, '__qualname__', self.fn)}"
+
+    def call(self, tx, args, kwargs):
+        from .builder import wrap
+        real_args = [realize(a, tx) for a in args]
+        real_kwargs = {k: realize(v, tx) for k, v in kwargs.items()}
+        try:
+            result = self.fn(*real_args, **real_kwargs)
+        except Exception as e:
+            raise Unsupported(f"{self.describe()}() raised {type(e).__name__}: {e}") from e
+        return wrap(tx, result, None)
+
+
+def realize(v: Value, tx=None):
+    """The real object a Value stands for, when it stands for one (else Unsupported)."""
+    from .base import ConstantValue
+    from .containers import DictValue, ListValue
+    from .functions import BoundMethodValue
+    if isinstance(v, ConstantValue):
+        return v.value
+    if isinstance(v, BoundMethodValue):
+        return types.MethodType(realize(v.func, tx), realize(v.self_value, tx))
+    real = getattr(v, "real_object", None)
+    if real is not None:
+        return real()
+    if isinstance(v, (DictValue, ListValue)) and getattr(v, "real", None) is not None and tx is not None \
+            and id(v) not in tx.state.side_effects.mutated_containers and not v.dirty:
+        return v.real
+    raise Unsupported(f"{v.describe()} has no real object Kiln can pass to a trace-time call")
+
+
+class CopyFunctionValue(TraceTimeFunctionValue):
+    """``copy.copy`` / ``copy.deepcopy`` of a real object holding no tensors or modules:
+    copied at trace time (such objects are configuration, read but not guarded deeply)."""
+
+    def call(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"{self.describe()} with {len(args)} arguments")
+        real = realize(args[0], tx)
+        if _holds_tensors(real, depth=0, seen=set()):
+            raise Unsupported(f"{self.describe()} of an object holding tensors or modules")
+        return super().call(tx, args, kwargs)
+
+
+def _holds_tensors(obj, depth, seen) -> bool:
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        return True
+    if depth > 6 or id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None), type)):
+        return False
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        return any(_holds_tensors(v, depth + 1, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return any(_holds_tensors(v, depth + 1, seen) for v in obj)
+    d = getattr(obj, "__dict__", None)
+    return isinstance(d, dict) and any(_holds_tensors(v, depth + 1, seen) for v in d.values())
+
+
+def trace_time_functions() -> dict:
+    import dataclasses
+    import inspect
+    fns = [inspect.signature, inspect.isfunction, inspect.ismethod, inspect.isclass, inspect.ismodule,
+           inspect.iscoroutinefunction, inspect.isgeneratorfunction, dataclasses.fields, dataclasses.is_dataclass]
+    import copy
+    table = {f: TraceTimeFunctionValue(f) for f in fns}
+    table[copy.copy] = CopyFunctionValue(copy.copy)
+    table[copy.deepcopy] = CopyFunctionValue(copy.deepcopy)
+    return table
+
+
 def torch_special_functions() -> dict:
     """Functions with a fixed meaning while Kiln traces."""
     table = {
@@ -315,6 +396,7 @@ def torch_special_functions() -> dict:
         torch._C._log_api_usage_once: IgnoredFunctionValue(torch._C._log_api_usage_once),
     }
     table.pop(torch.is_tensor)
+    table.update(trace_time_functions())
     # Code written for torch.compile may call torch._dynamo's markers; Kiln never
     # imports torch._dynamo itself, it only recognises them if the user already did.
     import sys

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const
+from .exceptions import raise_python
 
 
 def key_of(v: Value):
@@ -35,6 +36,7 @@ class _IdentityKey:
 
 class SequenceValue(Value):
     mutable = False
+    dirty = False   # set on any mutation: the symbolic contents no longer match .real
 
     def __init__(self, items, source=None):
         self.items = list(items)
@@ -69,7 +71,7 @@ class SequenceValue(Value):
         try:
             return self.items[k]
         except IndexError:
-            raise Unsupported(f"{self.python_type().__name__} index {k} out of range (Kiln does not trace raised exceptions)")
+            raise_python(IndexError, f"{self.python_type().__name__} index out of range")
 
     def describe(self):
         return f"{self.python_type().__name__}[{', '.join(i.describe() for i in self.items)}]"
@@ -231,6 +233,7 @@ class ListValue(SequenceValue):
 
 class DictValue(Value):
     """A dict (or OrderedDict / defaultdict) whose keys are known at trace time."""
+    dirty = False
 
     def __init__(self, items: dict, source=None, cls=dict, key_values: dict | None = None, default_factory=None):
         self.items = dict(items)          # python key -> Value
@@ -268,7 +271,7 @@ class DictValue(Value):
             value = self.default_factory.call(tx, [], {})
             self.setitem(tx, key, value)
             return value
-        raise Unsupported(f"KeyError {k!r} (Kiln does not trace raised exceptions)")
+        raise_python(KeyError, k)
 
     def setitem(self, tx, key, value):
         tx.state.side_effects.mutated(self)
@@ -281,7 +284,7 @@ class DictValue(Value):
         tx.state.side_effects.mutated(self)
         k = key_of(key)
         if k not in self.items:
-            raise Unsupported(f"KeyError {k!r} (Kiln does not trace raised exceptions)")
+            raise_python(KeyError, k)
         del self.items[k]
 
     def getattr(self, tx, name):
@@ -325,7 +328,7 @@ class DictValue(Value):
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
-            raise Unsupported(f"KeyError {k!r} in dict.pop")
+            raise_python(KeyError, k)
         if name == "setdefault":
             k = key_of(args[0])
             if k not in self.items:

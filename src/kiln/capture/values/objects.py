@@ -62,10 +62,118 @@ def bind_class_attr(tx, owner: type, raw, self_value: Value, name: str):
         if raw.fget is None:
             raise AttributeMissing(f"property {name!r} has no getter")
         return wrap(tx, raw.fget, None).call(tx, [self_value], {})
+    if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return CMethodValue(self_value, raw, name)
     return None
 
 
-class ObjectValue(Value):
+# C methods of builtin bases that only read: safe to run at trace time on real objects
+_PURE_READS = frozenset({"get", "__getitem__", "__contains__", "__len__", "keys", "values", "items", "count",
+                         "index", "__repr__", "__str__", "__hash__"})
+
+
+class CMethodValue(Value):
+    """A C method found on a builtin base class (``dict.get`` of a dict subclass)."""
+
+    def __init__(self, self_value: Value, raw, name: str):
+        self.self_value, self.raw, self.name = self_value, raw, name
+
+    def describe(self):
+        return f"{getattr(self.raw, '__qualname__', self.name)}"
+
+    def call(self, tx, args, kwargs):
+        from .base import to_python
+        from .builder import wrap
+        from ..sources import CallSource, ConstSource
+        target = self.self_value
+        if self.raw is object.__setattr__ and len(args) == 2:
+            target.setattr(tx, args[0].as_constant(), args[1])
+            return const(None)
+        if self.raw is object.__init__:
+            return const(None)
+        real = getattr(target, "obj", None)
+        if real is None or self.name not in _PURE_READS or kwargs:
+            raise Unsupported(f"calling {self.describe()} on {target.describe()}")
+        try:
+            real_args = tuple(to_python(a, tx) for a in args)
+        except Unsupported:
+            raise Unsupported(f"{self.describe()} with arguments that are not constants")
+        result = self.raw(real, *real_args)
+        as_tuple = self.name in ("keys", "values", "items")
+        if as_tuple:
+            result = tuple(result)
+        src = None
+        if target.source is not None:
+            src = CallSource(id(self.raw), target.source, real_args, self.raw, as_tuple)
+        return wrap(tx, result, src)
+
+
+class DunderProtocol:
+    """Container protocols (``x[k]``, ``len``, ``in``, iteration) through the class's
+    own dunder methods, for objects whose class is Python code."""
+
+    def _dunder(self, tx, name):
+        owner, raw = lookup_class_attr(self.python_type(), name)
+        if raw is None:
+            return None
+        return bind_class_attr(tx, owner, raw, self, name)
+
+    def getitem(self, tx, key):
+        method = self._dunder(tx, "__getitem__")
+        if method is None:
+            raise Unsupported(f"{self.python_type().__name__} object is not subscriptable")
+        return method.call(tx, [key], {})
+
+    def setitem(self, tx, key, value):
+        method = self._dunder(tx, "__setitem__")
+        if method is None or isinstance(method, CMethodValue):
+            raise Unsupported(f"item assignment on a {self.python_type().__name__} object")
+        method.call(tx, [key, value], {})
+
+    def length(self, tx):
+        method = self._dunder(tx, "__len__")
+        if method is None:
+            raise Unsupported(f"len() of a {self.python_type().__name__} object")
+        return method.call(tx, [], {}).as_constant()
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__":
+            method = self._dunder(tx, "__contains__")
+            if method is not None:
+                return method.call(tx, args, kwargs)
+            return const(any(_same(tx, v, args[0]) for v in self.unpack(tx)))
+        return Value.call_method(self, tx, name, args, kwargs)
+
+    def unpack(self, tx):
+        method = self._dunder(tx, "__iter__")
+        if method is not None and not isinstance(method, CMethodValue):
+            return method.call(tx, [], {}).unpack(tx)
+        real = getattr(self, "obj", None)
+        if self.source is not None and isinstance(real, (dict, list, tuple)):
+            n = self.length(tx)
+            if isinstance(real, dict):
+                return self.call_method(tx, "keys", [], {}).unpack(tx)
+            return [self.getitem(tx, const(i)) for i in range(n)]
+        if method is None and self._dunder(tx, "__getitem__") is not None:
+            return _iterate_by_index(tx, self)
+        raise Unsupported(f"iterating over a {self.python_type().__name__} object")
+
+
+def _iterate_by_index(tx, v):
+    """The old sequence protocol: v[0], v[1], ... until IndexError."""
+    from .exceptions import TracedException
+    out = []
+    for i in range(10_000):
+        try:
+            out.append(v.getitem(tx, const(i)))
+        except TracedException as e:
+            if issubclass(e.value.cls, (IndexError, StopIteration)):
+                return out
+            raise
+    raise Unsupported("iteration by index did not stop after 10000 items")
+
+
+class ObjectValue(DunderProtocol, Value):
     """A real object that existed before tracing (with a source when reachable)."""
 
     def __init__(self, obj, source=None):
@@ -96,6 +204,17 @@ class ObjectValue(Value):
             return pending
         from .builder import wrap
         obj, cls = self.obj, type(self.obj)
+        if _custom_getattribute(cls):
+            # the class decides what attribute reads mean: ask it (guards read the same way)
+            try:
+                value = getattr(obj, name)
+            except AttributeError:
+                self._guard_missing(tx, name)
+                raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
+            if isinstance(value, types.MethodType) and value.__self__ is obj:
+                from .functions import BoundMethodValue
+                return BoundMethodValue(wrap(tx, value.__func__, None), self)
+            return wrap(tx, value, _src(self.source, name))
         owner, raw = lookup_class_attr(cls, name)
         is_data_descr = raw is not None and (hasattr(type(raw), "__set__") or hasattr(type(raw), "__delete__"))
         if is_data_descr:
@@ -149,15 +268,21 @@ class ObjectValue(Value):
             raise Unsupported(f"calling a {cls.__name__} object (its __call__ is not Python code)")
         return bound.call(tx, args, kwargs)
 
-    def unpack(self, tx):
-        if self.source is not None and isinstance(self.obj, (list, tuple)):
-            return super().unpack(tx)
-        raise Unsupported(f"iterating over a {type(self.obj).__name__} object")
-
     def reconstruct(self, cg):
         if self.source is not None:
             return cg.source_expr(self.source)
         return cg.ref(self.obj)
+
+
+def _custom_getattribute(cls) -> bool:
+    return lookup_class_attr(cls, "__getattribute__")[1] not in (None, object.__dict__["__getattribute__"]) \
+        and not issubclass(cls, torch.nn.Module)
+
+
+def _same(tx, a, b) -> bool:
+    from ..operators import compare
+    import operator
+    return bool(compare(tx, operator.eq, a, b).as_constant())
 
 
 class _Deleted:
@@ -218,7 +343,7 @@ class ModuleValue(ObjectValue):
         super().setattr(tx, name, value)
 
 
-class NewObjectValue(Value):
+class NewObjectValue(DunderProtocol, Value):
     """An instance of a plain user class created while tracing (attributes symbolic)."""
 
     def __init__(self, cls: type):
@@ -315,6 +440,9 @@ class ReplayedObjectValue(Value):
             from .functions import BoundMethodValue
             from .builder import wrap
             return BoundMethodValue(wrap(tx, raw, None), self)
+        if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            from .containers import BoundContainerMethod
+            return BoundContainerMethod(self, name)
         try:
             return self._map(tx, getattr(self.instance, name))
         except AttributeError:
@@ -407,7 +535,8 @@ class PythonModuleValue(ObjectValue):
 
 def is_plain_class(cls) -> bool:
     """A user class Kiln can instantiate symbolically (no custom __new__, slots or metaclass)."""
-    return (isinstance(cls, type) and type(cls) is type and cls.__new__ is object.__new__
+    import abc
+    return (isinstance(cls, type) and type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
             and "__slots__" not in cls.__dict__ and not issubclass(cls, (torch.nn.Module, BaseException, torch.Tensor))
             and all(inspect.getattr_static(k, "__dict__", None) is not None for k in cls.__mro__[:-1]))
 

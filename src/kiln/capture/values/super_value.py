@@ -30,13 +30,8 @@ class SuperValue(Value):
                 bound = bind_class_attr(tx, klass, raw, self.obj, name)
                 if bound is not None:
                     return bound
-                return wrap(tx, getattr(super(self.cls, _Probe(obj_type)), name, raw), None)
+                raise Unsupported(f"super().{name} resolves to a {type(raw).__name__}, which Kiln cannot bind")
         raise AttributeMissing(f"'super' object has no attribute {name!r}")
-
-
-class _Probe:
-    def __init__(self, t):
-        self.t = t
 
 
 class _NoOpInit(Value):

@@ -84,7 +84,8 @@ class TensorValue(Value):
             raise Unsupported(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if hasattr(torch.Tensor, name):
             return TensorMethodValue(self, name)
-        raise Unsupported(f"Tensor has no attribute {name!r}")
+        from .objects import AttributeMissing
+        raise AttributeMissing(f"Tensor has no attribute {name!r}")
 
     def setattr(self, tx, name, value):
         raise Unsupported(f"setting Tensor.{name} inside a compiled region is not supported yet")
