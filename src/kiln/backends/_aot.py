@@ -143,7 +143,9 @@ class GradSpecialized:
     outputs that cut the graph, and a training function compiled for other
     ``requires_grad`` flags computes the wrong set of gradients.  So the situation is part
     of the key: ``None`` for inference, else the tuple of ``requires_grad`` flags of the
-    tensor inputs (and of parameters the graph module owns); a new key compiles a new variant from the call's own inputs.
+    tensor inputs (and of parameters the graph module owns); a new key compiles a new
+    variant from the call's own inputs.  (Kiln's guards would normally keep the
+    situation fixed per compiled entry; this makes the backend correct regardless.)
 
     Also: guards the non-tensor inputs AOTAutograd bakes in (see
     :func:`nontensor_guard`), rebuilds the graph's output structure, and carries no

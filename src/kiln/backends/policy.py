@@ -13,6 +13,9 @@ backend and returns something to run the graph with:
 * Later calls are not guarded.  By then the compiled code has run once on real inputs,
   and a guard on every call would mean a try/except and a version-counter scan per
   call for a failure mode that in practice shows up at compile time or first call.
+  (The AOTAutograd-based backends compile another variant the first time a graph is
+  called in a new autograd situation, e.g. under ``no_grad`` after training; a failure
+  there surfaces as their ``BackendError``, unhandled.)
 
 Re-running after a failed first call is only sound if the failed attempt left the
 inputs alone: running eagerly on an input the compiled code had already changed in
