@@ -160,6 +160,8 @@ class GradSpecialized:
         self._flat_gm, self._rebuild = tuple_output_graph(gm)
         self._compile_flat = compile_flat
         self._check = nontensor_guard(example_inputs, backend_name)
+        self._tensor_positions = [i for i, a in enumerate(example_inputs) if isinstance(a, torch.Tensor)]
+        self._all_tensors = len(self._tensor_positions) == len(example_inputs)
         # parameters the graph reaches through get_attr / call_module are inputs to
         # AOTAutograd too (Kiln's own graphs pass them as placeholders, so this is empty)
         self._params = list(gm.parameters())
@@ -169,7 +171,10 @@ class GradSpecialized:
     def _key(self, args: Sequence[Any]):
         if not torch.is_grad_enabled():
             return None
-        flags = tuple(a.requires_grad for a in args if isinstance(a, torch.Tensor))
+        if self._all_tensors:
+            flags = tuple([a.requires_grad for a in args])
+        else:
+            flags = tuple([args[i].requires_grad for i in self._tensor_positions])
         if self._params:
             flags += tuple(p.requires_grad for p in self._params)
         return flags if any(flags) else None

@@ -32,25 +32,35 @@ def plot(rows: list[Result], path: str, title: str = "kiln bench") -> str:
     fig, axes = plt.subplots(2, 1, figsize=(max(6.0, 0.9 * len(labels) + 2), 7), sharex=True)
     panels = [("speedup", "speedup over eager (x)", False), ("capture_s", "capture time (s)", True)]
     for ax, (attr, ylabel, log) in zip(axes, panels):
+        smallest = largest = None
         for i, fe in enumerate(frontends):
             xs, heights, notes = [], [], []
             for x, (_, group) in enumerate(groups):
                 row = group.get(fe)
+                if row is None:
+                    continue
                 pos = x + (i - (len(frontends) - 1) / 2) * width
-                value = getattr(row, attr) if row is not None and row.status == PASS else None
+                value = getattr(row, attr) if row.status == PASS else None
                 if value is None:
-                    notes.append((pos, row.status if row is not None else "-"))
-                else:
-                    xs.append(pos)
-                    heights.append(max(value, 1e-4) if log else value)
-            ax.bar(xs, heights, width, label=fe, color=COLORS.get(fe))
+                    notes.append((pos, row.status))
+                    continue
+                value = max(value, 1e-3) if log else value
+                xs.append(pos)
+                heights.append(value)
+                smallest = value if smallest is None else min(smallest, value)
+                largest = value if largest is None else max(largest, value)
+            bars = ax.bar(xs, heights, width, label=fe, color=COLORS.get(fe))
+            ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
             for pos, status in notes:
                 ax.text(pos, 0.02, status, rotation=90, ha="center", va="bottom", fontsize=7,
                         transform=ax.get_xaxis_transform(), color="#b00020")
         ax.set_ylabel(ylabel)
         if log:
             ax.set_yscale("log")
+            if smallest is not None:   # bars on a log axis need a floor below the smallest one
+                ax.set_ylim(smallest / 3, largest * 2)
         else:
+            ax.margins(y=0.12)     # room for the value labels
             ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.grid(axis="y", alpha=0.3)
     axes[0].legend(title="frontend")

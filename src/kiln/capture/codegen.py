@@ -115,7 +115,7 @@ class Codegen:
                 self.lines.append(f"{t} = {target}")
                 self.lines.append(f"{t}.clear()")
                 self.lines.append(f"{t}.update({new})")
-        for obj_value, name, value in se.attr_writes.values():
+        for obj_value, name, value in se.replayed_attr_writes():
             target = self.expr(obj_value)
             if value is _DELETED:
                 self.lines.append(f"del {target}.{name}")

@@ -19,6 +19,7 @@ class SideEffects:
         self.mutated_containers: dict = {}  # id(value) -> container value with a source
         self.new_objects: list = []
         self.in_hop: list = []            # stack of higher-order-operator scopes (see hops/)
+        self.trace_local_ids: set = set()  # real objects made at trace time (copies): writes stay local
 
     def _check_allowed(self, what: str, target_is_new: bool = False):
         if self.in_hop and not target_is_new:
@@ -26,8 +27,12 @@ class SideEffects:
 
     # -- recording ----------------------------------------------------------------
     def store_attr(self, obj_value, name: str, value):
-        self._check_allowed(f"attribute {name!r} of {obj_value.describe()}")
+        local = id(obj_value.obj) in self.trace_local_ids
+        self._check_allowed(f"attribute {name!r} of {obj_value.describe()}", target_is_new=local)
         self.attr_writes[(id(obj_value.obj), name)] = (obj_value, name, value)
+
+    def replayed_attr_writes(self):
+        return [w for key, w in self.attr_writes.items() if key[0] not in self.trace_local_ids]
 
     def pending_attr(self, obj, name: str):
         hit = self.attr_writes.get((id(obj), name))
@@ -60,11 +65,11 @@ class SideEffects:
             self.in_hop[-1].created_ids.add(id(obj))
 
     def is_empty(self) -> bool:
-        return not (self.attr_writes or self.global_writes or self.cell_writes or self.mutated_containers)
+        return not (self.replayed_attr_writes() or self.global_writes or self.cell_writes or self.mutated_containers)
 
     def values(self) -> list:
         """Every Value the replay will need (to decide which tensors leave the graph)."""
-        out = [v for (_, _, v) in self.attr_writes.values()]
+        out = [v for (_, _, v) in self.replayed_attr_writes()]
         out += [v for (_, _, v) in self.global_writes.values()]
         out += [v for (_, v) in self.cell_writes.values()]
         for c in self.mutated_containers.values():

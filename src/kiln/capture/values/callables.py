@@ -351,7 +351,10 @@ class CopyFunctionValue(TraceTimeFunctionValue):
         real = realize(args[0], tx)
         if _holds_tensors(real, depth=0, seen=set()):
             raise Unsupported(f"{self.describe()} of an object holding tensors or modules")
-        return super().call(tx, args, kwargs)
+        result = super().call(tx, args, kwargs)
+        # the copy exists only inside this capture: its mutations are not replayed
+        tx.state.side_effects.trace_local_ids.add(id(realize(result, tx)))
+        return result
 
 
 def _holds_tensors(obj, depth, seen) -> bool:

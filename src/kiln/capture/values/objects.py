@@ -285,8 +285,10 @@ def _same(tx, a, b) -> bool:
     return bool(compare(tx, operator.eq, a, b).as_constant())
 
 
-class _Deleted:
-    def __repr__(self):
+class _Deleted(Value):
+    """Marks a pending ``del obj.attr``."""
+
+    def describe(self):
         return "<deleted>"
 
 
