@@ -110,7 +110,8 @@ def _finish(state, fn, result, final_grad, backend, backend_name, tracer) -> Ent
             builder.graph.erase_node(node)
     builder.output([v.node for v in needed])
     entry_id = next(_ENTRY_IDS)
-    name = f"{code.co_name}_{entry_id}"
+    # a valid identifier even for <lambda>, <genexpr> and other non-identifier code names
+    name = f"{''.join(c if c.isalnum() else '_' for c in code.co_name)}_{entry_id}"
     cg = Codegen(state, out_index)
     gm = None
     op_count = builder.count_ops()
