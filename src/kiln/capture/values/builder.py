@@ -313,6 +313,20 @@ _PURE_CONSTRUCTORS = frozenset({torch.finfo, torch.iinfo, torch.device, torch.Si
                                 range, slice, type(None)})
 
 
+def _construct_dict(tx, cls, args: list, kwargs: dict) -> Value:
+    """``OrderedDict(...)`` / ``defaultdict(factory, ...)``: a dict built the way dict() is."""
+    from .builtins import BUILTINS
+    factory = None
+    if cls is collections.defaultdict:
+        factory = args.pop(0) if args else None
+        if isinstance(factory, ConstantValue) and factory.value is None:
+            factory = None
+    d = BUILTINS[dict](tx, args, dict(kwargs))
+    d.cls = cls
+    d.default_factory = factory
+    return d
+
+
 def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
     """``cls(*args, **kwargs)`` for a class read while tracing."""
     from .functions import bind_arguments  # noqa: F401 - used by namedtuple path
@@ -339,6 +353,8 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
         tx.state.replayed[id(instance)] = v
         tx.state.keepalive.append(instance)
         return v
+    if cls in (collections.OrderedDict, collections.defaultdict):
+        return _construct_dict(tx, cls, list(args), kwargs)
     if issubclass(cls, BaseException):
         from .exceptions import ExceptionValue
         return ExceptionValue(cls, list(args))

@@ -82,7 +82,10 @@ class SequenceValue(Value):
             for i, item in enumerate(self.items):
                 if _equal(tx, item, target):
                     return const(i)
-            raise Unsupported("list.index: value not found")
+            if self.python_type() is list:
+                shown = repr(target.as_constant()) if target.is_constant() else target.describe()
+                raise_python(ValueError, f"{shown} is not in list")
+            raise_python(ValueError, "tuple.index(x): x not in tuple")
         if name == "count" and not kwargs:
             return const(sum(1 for i in self.items if _equal(tx, i, args[0])))
         if name == "__getitem__":
@@ -203,7 +206,7 @@ class ListValue(SequenceValue):
                 if _equal(tx, item, args[0]):
                     del self.items[i]
                     return const(None)
-            raise Unsupported("list.remove: value not found")
+            raise_python(ValueError, "list.remove(x): x not in list")
         if name == "copy":
             return ListValue(self.items)
         if name == "sort":
@@ -357,6 +360,8 @@ class DictValue(Value):
         lit = self._literal(cg)
         if self.cls is dict:
             return cg.new_object(self, lit)
+        if self.default_factory is not None:
+            return cg.new_object(self, f"{cg.ref(self.cls)}({cg.expr(self.default_factory)}, {lit})")
         return cg.new_object(self, f"{cg.ref(self.cls)}({lit})")
 
     def rebuild_contents(self, cg) -> str:
@@ -479,11 +484,10 @@ class BoundContainerMethod(Value):
 
 
 def _equal(tx, a: Value, b: Value) -> bool:
-    if a is b:
+    """``a is b or bool(a == b)``, the test list.index / count / remove / ``in`` apply."""
+    import operator
+    from ..operators import compare, identical
+    if a is b or identical(tx, a, b):
         return True
-    if a.is_constant() and b.is_constant():
-        return a.as_constant() == b.as_constant()
-    ra, rb = getattr(a, "real_object", None), getattr(b, "real_object", None)
-    if ra is not None and rb is not None:
-        return ra() is rb()
-    return False
+    # distinct tensors compare by value (eager may even raise): compare refuses that
+    return compare(tx, operator.eq, a, b).truth(tx)
