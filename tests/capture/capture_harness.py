@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import inspect
 import math
 import re
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -116,7 +118,7 @@ def _tensors_in(obj, out, seen):
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
             _tensors_in(getattr(obj, f.name), out, seen)
-    elif hasattr(obj, "__dict__") and not isinstance(obj, type) and not callable(obj):
+    elif _is_user_instance(obj):
         for v in vars(obj).values():
             _tensors_in(v, out, seen)
 
@@ -152,17 +154,23 @@ def assert_same(expected, actual, path="result", atol=None, rtol=None):
     elif dataclasses.is_dataclass(expected) and not isinstance(expected, type):
         for f in dataclasses.fields(expected):
             assert_same(getattr(expected, f.name), getattr(actual, f.name), f"{path}.{f.name}", atol, rtol)
-    elif hasattr(expected, "__dict__") and not isinstance(expected, type) and not callable(expected) \
-            and type(expected).__module__ not in ("builtins", "torch"):
+    elif _is_user_instance(expected):
         assert_same(_plain_attrs(expected), _plain_attrs(actual), f"{path}.__dict__", atol, rtol)
     else:
         assert actual == expected, f"{path}: {actual!r} != {expected!r}"
 
 
+def _is_user_instance(obj) -> bool:
+    return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.FunctionType, types.MethodType,
+                                                             types.ModuleType, functools.partial)) \
+        and type(obj).__module__ not in ("builtins", "torch", "kiln.api")
+
+
 def _plain_attrs(obj) -> dict:
+    """Public instance attributes (a module's tensors and submodules are compared via state_dict)."""
+    skip = (torch.nn.Module, torch.Tensor) if isinstance(obj, torch.nn.Module) else ()
     return {k: v for k, v in vars(obj).items()
-            if not k.startswith("_") and not isinstance(v, (torch.nn.Module, torch.Tensor))
-            and not callable(v)}
+            if not k.startswith("_") and not isinstance(v, skip) and not isinstance(v, types.FunctionType)}
 
 
 def _alias_signature(result, inputs) -> list:

@@ -50,7 +50,7 @@ def make_function(tx, ins):
     if flags & 0x04:
         tx.pop()  # annotations: not needed for tracing
     kwdefaults = tx.pop().items if flags & 0x02 else {}
-    defaults = tx.pop().items if flags & 0x01 else []
+    defaults = tx.pop().unpack(tx) if flags & 0x01 else []   # a constant tuple when all are constants
     tx.push(NestedFunctionValue(code, tx.f_globals, code.co_qualname, defaults, kwdefaults, closure))
 
 

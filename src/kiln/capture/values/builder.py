@@ -120,6 +120,10 @@ def wrap(tx, obj, source) -> Value:
                   for k, a in obj.keywords.items()}
         return PartialValue(func, args, kwargs, source, obj)
     if isinstance(obj, types.MethodType):
+        from .callables import wrap_grad_mode_exit
+        special = wrap_grad_mode_exit(tx, obj, source)
+        if special is not None:
+            return special
         if guards is not None:
             guards.type_is(source, obj)
         func = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
@@ -355,6 +359,10 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
         return v
     if cls in (collections.OrderedDict, collections.defaultdict):
         return _construct_dict(tx, cls, list(args), kwargs)
+    if cls is functools.partial:
+        if not args:
+            raise Unsupported("functools.partial() needs a callable")
+        return PartialValue(args[0], list(args[1:]), dict(kwargs))
     if issubclass(cls, BaseException):
         from .exceptions import ExceptionValue
         return ExceptionValue(cls, list(args))
