@@ -118,6 +118,25 @@ def _compile_module(mod: torch.nn.Module, backend_fn, backend_name, fullgraph):
     return wrapper
 
 
+def compile_callee(obj, backend, backend_name):
+    """The compiled version of a callee at a graph break (plain callables pass through)."""
+    if isinstance(obj, CompiledFunction):
+        return obj
+    if isinstance(obj, torch.nn.Module):
+        hooks = (obj._forward_hooks or obj._forward_pre_hooks or obj._backward_hooks
+                 or getattr(obj, "_backward_pre_hooks", None))
+        forward = obj.__dict__.get("forward", type(obj).forward)
+        if hooks or not isinstance(forward, types.FunctionType):
+            return obj
+        return CompiledFunction(forward, backend, backend_name, False, bound_self=obj)
+    if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
+        return CompiledFunction(obj.__func__, backend, backend_name, False, bound_self=obj.__self__)
+    if isinstance(obj, types.FunctionType) and not getattr(obj, "_kiln_disable", False) \
+            and not getattr(obj, "_torchdynamo_disable", False):
+        return CompiledFunction(obj, backend, backend_name, False)
+    return obj
+
+
 def reset() -> None:
     """Forget every compiled entry and zero the metrics."""
     reset_caches()

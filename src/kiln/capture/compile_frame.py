@@ -10,10 +10,11 @@ import torch
 
 from ..config import config
 from ..exc import ArgumentError, Unsupported
-from ..metrics import metrics
+from ..metrics import BreakRecord, metrics
 from .codegen import Codegen, collect_tensors, render_params
 from .guards import GuardCodegen
-from .interpreter import Tracer
+from .graph_break import BreakPlan
+from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
 from .values.builder import wrap
@@ -58,10 +59,53 @@ def _bind_real(fn, args, kwargs) -> dict:
 
 
 def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> Entry:
-    """Trace ``fn(*args, **kwargs)`` symbolically and build a cache entry for it."""
+    """Trace ``fn(*args, **kwargs)`` symbolically and build a cache entry for it.
+
+    If tracing hits something unsupported (and fullgraph is off), the trace is run
+    again from the start with a graph break planned before the root-frame instruction
+    that was executing; tracing is deterministic, so the second run reaches it with
+    clean state.
+    """
     t0 = time.perf_counter()
-    code = fn.__code__
     real_locals = _bind_real(fn, args, kwargs)
+    break_at, reason = None, None
+    while True:
+        state, tracer = _new_trace(fn, real_locals, fullgraph, break_at)
+        grad_before = torch.is_grad_enabled()
+        try:
+            try:
+                result = tracer.run()
+                outcome = ("return", result)
+            except BreakHere as b:
+                outcome = ("break", b.ins)
+            except TracedException as e:
+                raise Unsupported(f"the frame raises {e.value.describe()} (eager will raise it)") from None
+            if tracer.yields is not None:
+                raise Unsupported(f"{fn.__code__.co_name} is a generator function; Kiln compiles ordinary "
+                                  f"functions only")
+            final_grad = torch.is_grad_enabled()
+            state.restore_global_state()
+        except Unsupported as e:
+            index = getattr(e, "root_index", None)
+            if fullgraph or index is None or index == break_at:
+                raise
+            break_at, reason = index, e
+            continue
+        finally:
+            torch._C._set_grad_enabled(grad_before)
+        break
+    if outcome[0] == "return":
+        entry = _finish(state, fn, final_grad, backend, backend_name, tracer, result=outcome[1])
+    else:
+        plan = BreakPlan(tracer, outcome[1], reason, backend, backend_name)
+        metrics.breaks.append(BreakRecord(reason.reason, reason.location, reason.source_line))
+        entry = _finish(state, fn, final_grad, backend, backend_name, tracer, plan=plan)
+    metrics.capture_seconds += time.perf_counter() - t0
+    return entry
+
+
+def _new_trace(fn, real_locals, fullgraph, break_at):
+    code = fn.__code__
     state = CaptureState(fn, fullgraph)
     state.real_locals = real_locals
     # defaults are bound from this function object; another one with the same code may differ
@@ -69,37 +113,24 @@ def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> En
         if getattr(fn, attr):
             state.guards.add("id", FnSource(), f"{{v}}.{attr} is {state.ns.ref(getattr(fn, attr))}",
                              f"the function's {attr} are the same objects")
-    grad_before = torch.is_grad_enabled()
-    try:
-        cells = {}
-        for i, name in enumerate(code.co_freevars):
-            cells[name] = state.cell_for(fn.__closure__[i], ClosureSource(FnSource(), i))
-        tracer = Tracer(state, code, fn.__globals__, {}, cells)
-        tracer.locals = {name: wrap(tracer, value, LocalSource(name)) for name, value in real_locals.items()}
-        # *args / **kwargs are fresh containers made by the call: nobody outside sees them
-        varargs = _var_param_names(code)
-        for name in varargs:
-            if name in tracer.locals:
-                tracer.locals[name].source = None
-        try:
-            result = tracer.run()
-        except TracedException as e:
-            raise Unsupported(f"the frame raises {e.value.describe()} (eager will raise it)") from None
-        if tracer.yields is not None:
-            raise Unsupported(f"{code.co_name} is a generator function; Kiln compiles ordinary functions only")
-        final_grad = torch.is_grad_enabled()
-        state.restore_global_state()
-    finally:
-        torch._C._set_grad_enabled(grad_before)
-    entry = _finish(state, fn, result, final_grad, backend, backend_name, tracer)
-    metrics.capture_seconds += time.perf_counter() - t0
-    return entry
+    cells = {}
+    for i, name in enumerate(code.co_freevars):
+        cells[name] = state.cell_for(fn.__closure__[i], ClosureSource(FnSource(), i))
+    tracer = Tracer(state, code, fn.__globals__, {}, cells)
+    tracer.break_at = break_at
+    tracer.locals = {name: wrap(tracer, value, LocalSource(name)) for name, value in real_locals.items()}
+    # *args / **kwargs are fresh containers made by the call: nobody outside sees them
+    for name in _var_param_names(code):
+        if name in tracer.locals:
+            tracer.locals[name].source = None
+    return state, tracer
 
 
-def _finish(state, fn, result, final_grad, backend, backend_name, tracer) -> Entry:
+def _finish(state, fn, final_grad, backend, backend_name, tracer, result=None, plan=None) -> Entry:
     code = fn.__code__
     builder = state.builder
-    needed = collect_tensors([result, *state.side_effects.values()])
+    outgoing = [result] if plan is None else plan.values()
+    needed = collect_tensors([*outgoing, *state.side_effects.values()])
     out_index = {id(v): i for i, v in enumerate(needed)}
     # placeholders nobody uses are not passed to the graph (their guards stay)
     live = []
@@ -123,12 +154,26 @@ def _finish(state, fn, result, final_grad, backend, backend_name, tracer) -> Ent
         cg.lines.append(f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})")
         metrics.graphs += 1
         metrics.ops += op_count
+    if plan is not None and tracer.context_stack:
+        # with-blocks that span the break are entered again by the glue (see WithExit);
+        # outside them the mode is what it was before the outermost one was entered
+        final_grad = tracer.context_stack[0].prior
     if final_grad != state._initial_grad_mode:
         cg.lines.append(f"{cg.ref(torch._C._set_grad_enabled)}({final_grad})")
-    ret = cg.expr(result)
-    cg.side_effect_lines()
+    if plan is None:
+        ret = cg.expr(result)
+        cg.side_effect_lines()
+        tail = [f"return {ret}"]
+    else:
+        cg.side_effect_lines()
+        args = [cg.expr(v) for v in plan.values()]
+        step = cg.ref(plan.step_factory(fn))
+        where = plan.reason.location or "?"
+        tail = [f"# graph break at {where}: {plan.reason.reason}",
+                f"# {plan.ins.opname} runs as Python, then the frame resumes compiled",
+                f"return {step}(___fn.__closure__)({', '.join(args)})"]
     params = render_params(code)
-    body = cg.lines + [f"return {ret}"]
+    body = cg.lines + tail
     glue_source = f"def ___glue_{name}({params}):\n" + "".join(f"    {l}\n" for l in body)
     guard_gen = GuardCodegen(state.guards, params)
     guard_source = guard_gen.source(f"___guard_{name}")
@@ -143,7 +188,7 @@ def _finish(state, fn, result, final_grad, backend, backend_name, tracer) -> Ent
     _log(name, gm, guard_source, glue_source)
     metrics.frames_captured += 1
     return Entry(fns[0], fns[1], fns[2], guard_source, glue_source, gm, op_count, name, len(state.guards),
-                 {"keepalive": state.keepalive})
+                 {"keepalive": state.keepalive, "break": plan})
 
 
 def _compile_graph(gm, example_inputs, backend, backend_name, name, tracer):

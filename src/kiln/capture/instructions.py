@@ -63,3 +63,51 @@ CO_GENERATOR = 0x20
 CO_COROUTINE = 0x80
 CO_ASYNC_GENERATOR = 0x200
 CO_ITERABLE_COROUTINE = 0x100
+
+
+def stack_inputs(ins) -> int | None:
+    """How many stack items an instruction consumes (None: Kiln does not know).
+
+    Needed to resume after a graph break: the items below these are untouched by the
+    breaking instruction and are handed to the continuation unchanged.
+    """
+    name, arg = ins.opname, ins.arg or 0
+    fixed = {
+        "POP_TOP": 1, "BINARY_OP": 2, "COMPARE_OP": 2, "IS_OP": 2, "CONTAINS_OP": 2, "BINARY_SUBSCR": 2,
+        "STORE_SUBSCR": 3, "DELETE_SUBSCR": 2, "STORE_ATTR": 2, "DELETE_ATTR": 1, "LOAD_ATTR": 1,
+        "UNARY_NEGATIVE": 1, "UNARY_POSITIVE": 1, "UNARY_NOT": 1, "UNARY_INVERT": 1, "GET_ITER": 1,
+        "UNPACK_SEQUENCE": 1, "UNPACK_EX": 1, "STORE_FAST": 1, "STORE_GLOBAL": 1, "STORE_DEREF": 1,
+        "LOAD_CONST": 0, "LOAD_FAST": 0, "LOAD_DEREF": 0, "LOAD_CLOSURE": 0, "DELETE_FAST": 0,
+        "BEFORE_WITH": 1, "IMPORT_NAME": 2, "IMPORT_FROM": 0, "LIST_TO_TUPLE": 1, "GET_LEN": 0,
+        "LIST_APPEND": 1, "SET_ADD": 1, "MAP_ADD": 2, "LIST_EXTEND": 1, "SET_UPDATE": 1, "DICT_UPDATE": 1,
+        "DICT_MERGE": 1, "POP_JUMP_FORWARD_IF_TRUE": 1, "POP_JUMP_FORWARD_IF_FALSE": 1,
+        "POP_JUMP_BACKWARD_IF_TRUE": 1, "POP_JUMP_BACKWARD_IF_FALSE": 1, "POP_JUMP_FORWARD_IF_NONE": 1,
+        "POP_JUMP_FORWARD_IF_NOT_NONE": 1, "POP_JUMP_BACKWARD_IF_NONE": 1, "POP_JUMP_BACKWARD_IF_NOT_NONE": 1,
+        "JUMP_IF_TRUE_OR_POP": 1, "JUMP_IF_FALSE_OR_POP": 1, "FOR_ITER": 1, "NOP": 0,
+    }
+    if name in fixed:
+        return fixed[name]
+    if name == "CALL":
+        return arg + 2
+    if name == "CALL_FUNCTION_EX":
+        return 3 + (arg & 1)
+    if name in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET", "BUILD_STRING"):
+        return arg
+    if name == "BUILD_MAP":
+        return 2 * arg
+    if name == "BUILD_CONST_KEY_MAP":
+        return arg + 1
+    if name == "BUILD_SLICE":
+        return arg
+    if name == "FORMAT_VALUE":
+        return 2 if arg & 0x04 else 1
+    if name == "MAKE_FUNCTION":
+        return 1 + bin(arg & 0x0F).count("1")
+    return None
+
+
+def stack_outputs(ins, jump: bool) -> int:
+    """How many items an instruction leaves on top of the untouched part of the stack."""
+    if ins.opname == "CALL":   # 3.11 books most of CALL's effect on PRECALL
+        return 1
+    return stack_inputs(ins) + dis.stack_effect(dis.opmap[ins.opname], ins.arg, jump=jump)

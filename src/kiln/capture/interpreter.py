@@ -36,7 +36,17 @@ def decoded(code):
     return ins
 
 
+class BreakHere(Exception):
+    """The root frame reached the instruction chosen for a graph break."""
+
+    def __init__(self, ins):
+        super().__init__(ins.opname)
+        self.ins = ins
+
+
 class Tracer:
+    break_at: int | None = None   # root frames only: break before this instruction index
+
     def __init__(self, state, code, f_globals: dict, f_locals: dict, cells: dict, parent=None, fn_value=None):
         self.state = state
         self.code = code
@@ -83,6 +93,8 @@ class Tracer:
     def step(self):
         ins = self.instructions[self.ip]
         self.current = ins
+        if self.parent is None and ins.index == self.break_at:
+            raise BreakHere(ins)
         self.ip += 1
         self.state.tick()
         handler = HANDLERS.get(ins.opname)
@@ -96,6 +108,8 @@ class Tracer:
         except Unsupported as e:
             if getattr(e, "user_stack", None) is None:
                 e.user_stack = self.user_stack()
+            if self.parent is None and getattr(e, "root_index", None) is None:
+                e.root_index = ins.index
             raise e.with_location(*self.location())
         except Exception as e:
             if not getattr(e, "_kiln_located", False):
@@ -168,7 +182,9 @@ class Tracer:
         child = Tracer(self.state, code, fn_globals, bound, cells, parent=self, fn_value=fn_value)
         result = child.run()
         if child.yields is not None:
-            return IteratorValue(child.yields)
+            it = IteratorValue(child.yields)
+            it.return_value = result   # what `yield from` on this generator evaluates to
+            return it
         return result
 
     def make_super(self, args: list) -> Value:

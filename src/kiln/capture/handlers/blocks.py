@@ -25,6 +25,13 @@ class WithExit(Value):
             tx.context_stack.pop()
         return self.ctx.exit(tx)
 
+    def reconstruct(self, cg):
+        enter_again = getattr(self.ctx, "reconstruct_entered_exit", None)
+        if enter_again is None:
+            from ...exc import Unsupported
+            raise Unsupported(f"a graph break inside `with {self.ctx.describe()}` cannot be resumed")
+        return cg.new_object(self, enter_again(cg))
+
 
 def before_with(tx, ins):
     ctx = tx.pop()

@@ -72,6 +72,9 @@ class Value:
         """A Python expression that rebuilds this value in the glue code."""
         if self.source is not None:
             return cg.source_expr(self.source)
+        real = getattr(self, "real_object", None)
+        if real is not None:
+            return cg.ref(real())
         raise Unsupported(f"Kiln cannot rebuild {self.describe()} after the graph")
 
     def contents(self) -> list:

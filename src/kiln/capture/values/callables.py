@@ -235,6 +235,10 @@ class GradModeValue(Value):
         return f"grad mode {'on' if self.mode else 'off'}"
 
     def enter(self, tx):
+        if getattr(self, "entered_on_call", False):
+            # torch.set_grad_enabled(b) already switched when it was called
+            self.entered_on_call = False
+            return const(None)
         self.prior = torch.is_grad_enabled()
         tx.state.set_grad_mode(self.mode)
         return const(None)
@@ -250,7 +254,31 @@ class GradModeValue(Value):
         raise Unsupported("calling a grad-mode context manager object")
 
     def reconstruct(self, cg):
-        return f"{cg.ref(torch.set_grad_enabled)}({self.mode})"
+        return f"{cg.ref(torch.enable_grad if self.mode else torch.no_grad)}()"
+
+    def reconstruct_entered_exit(self, cg) -> str:
+        """The ``__exit__`` of this context, entered again (a with-block that spans a graph break)."""
+        return f"{cg.ref(torch.set_grad_enabled)}({self.mode}).__exit__"
+
+
+def wrap_grad_mode_exit(tx, method, source):
+    """The ``__exit__`` of a real grad-mode context entered before this frame began
+    (a with-block that a graph break split): calling it restores the saved mode."""
+    owner = method.__self__
+    if method.__name__ != "__exit__" or not isinstance(owner, (torch.no_grad, torch.enable_grad,
+                                                                 torch.set_grad_enabled)):
+        return None
+    prev = getattr(owner, "prev", None)
+    if not isinstance(prev, bool):
+        return None
+    if source is not None:
+        from ..sources import AttrSource
+        tx.state.guards.type_is(source, method)
+        tx.state.guards.constant(AttrSource(AttrSource(source, "__self__"), "prev"), prev)
+    from ..handlers.blocks import WithExit
+    ctx = GradModeValue(torch.is_grad_enabled())
+    ctx.prior = prev
+    return WithExit(ctx)
 
 
 class GradModeWrappedFunction(Value):

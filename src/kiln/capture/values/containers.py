@@ -471,6 +471,14 @@ class IteratorValue(Value):
         self.index = len(self.items)
         return rest
 
+    def contents(self):
+        return self.items[self.index:]
+
+    def reconstruct(self, cg):
+        rest = self.items[self.index:]
+        inner = ", ".join(cg.expr(i) for i in rest)
+        return f"iter(({inner}{',' if len(rest) == 1 else ''}))"
+
 
 class BoundContainerMethod(Value):
     def __init__(self, obj: Value, name: str):

@@ -1,0 +1,185 @@
+"""Continuation and step functions for graph breaks.
+
+At a break before instruction ``k`` of a frame, the glue calls a *step function*:
+a copy of the frame's code whose prologue pushes the saved stack and jumps to
+``k``.  Instruction ``k`` then runs as ordinary Python, with the frame's exception
+table intact.  Where ``k`` would continue (its fall-through and/or its jump target)
+the step function instead calls a *continuation*: another copy of the code whose
+prologue restores the stack and jumps to that offset.  Continuations are wrapped
+with ``kiln.compile`` and so are captured on their first call and cached like any
+frame.  Stack slots holding 3.11's NULL are recreated with PUSH_NULL.
+
+Everything that depends on the bytecode version lives in ``instructions.py``; the
+code objects here are built with the ``bytecode`` package.
+"""
+from __future__ import annotations
+
+import dis
+import types
+from dataclasses import dataclass
+
+from bytecode import Bytecode, Instr, Label
+
+from ..exc import Unsupported
+from .instructions import exception_table
+
+_NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                             "JUMP_BACKWARD_NO_INTERRUPT"})
+# Instructions that push NULL: their results cannot be saved into locals.
+_PUSHES_NULL = frozenset({"LOAD_METHOD", "PUSH_NULL", "LOAD_GLOBAL"})
+
+
+# -- liveness -------------------------------------------------------------------------------
+
+
+def live_locals(code, instructions) -> list[frozenset]:
+    """Names of fast locals live on entry to each instruction (backward dataflow)."""
+    n = len(instructions)
+    by_offset = {ins.offset: ins.index for ins in instructions}
+    handlers = exception_table(code)
+    succs: list[list[int]] = []
+    for ins in instructions:
+        s = []
+        if ins.opname not in _NO_FALLTHROUGH and ins.index + 1 < n:
+            s.append(ins.index + 1)
+        if ins.jump_target is not None:
+            s.append(ins.jump_target)
+        for start, end, target, _depth, _lasti in handlers:
+            if start <= ins.offset < end and target in by_offset:
+                s.append(by_offset[target])
+        succs.append(s)
+    live_in = [frozenset()] * n
+    changed = True
+    while changed:
+        changed = False
+        for ins in reversed(instructions):
+            out = frozenset().union(*(live_in[j] for j in succs[ins.index])) if succs[ins.index] else frozenset()
+            if ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK"):
+                new = out | {ins.argval}
+            elif ins.opname in ("STORE_FAST", "DELETE_FAST"):
+                new = out - {ins.argval}
+            else:
+                new = out
+            if new != live_in[ins.index]:
+                live_in[ins.index] = new
+                changed = True
+    return live_in
+
+
+# -- code construction --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """Where a continuation resumes: instruction index, NULL layout of the stack, locals."""
+    index: int
+    stack: tuple      # True for a value slot, False for NULL
+    names: tuple      # live locals passed as parameters
+
+    def params(self) -> list[str]:
+        return [f"___stack{i}" for i, is_value in enumerate(self.stack) if is_value] + list(self.names)
+
+
+def _prepared(code):
+    """(bytecode list, positions of real instructions, index of the first instruction after RESUME)."""
+    bc = Bytecode.from_code(code)
+    positions = [i for i, x in enumerate(bc) if isinstance(x, Instr)]
+    resume_pos = next(p for p in positions if bc[p].name == "RESUME")
+    return bc, positions, resume_pos
+
+
+def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_pos: int, params: list[str],
+           code, name: str) -> types.CodeType:
+    """Assemble ``items`` (with a label inserted before ``jump_to_start[0]``) into a code object."""
+    target_item, label = jump_to_start
+    out = []
+    for i, item in enumerate(items):
+        if item is target_item:
+            out.append(label)
+        out.append(item)
+        if i == resume_pos:
+            out.extend(prologue)
+    new = Bytecode(out)
+    for attr in ("filename", "first_lineno", "freevars", "cellvars", "docstring"):
+        setattr(new, attr, getattr(template, attr))
+    new.name = name
+    new.qualname = f"{template.qualname}.<{name}>"
+    new.argnames = list(params)
+    new.argcount = len(params)
+    new.posonlyargcount = 0
+    new.kwonlyargcount = 0
+    new.flags = code.co_flags & ~(0x04 | 0x08)  # no *args / **kwargs: everything is passed positionally
+    return new.to_code()
+
+
+def _prologue(resumption: Resumption, jump_to: Label) -> list:
+    out = []
+    for i, is_value in enumerate(resumption.stack):
+        out.append(Instr("LOAD_FAST", f"___stack{i}") if is_value else Instr("PUSH_NULL"))
+    out.append(Instr("JUMP_FORWARD", jump_to))
+    return out
+
+
+_CONTINUATIONS: dict = {}
+
+
+def continuation_code(code, resumption: Resumption) -> types.CodeType:
+    """The code of a function that resumes ``code`` at ``resumption``."""
+    key = (code, resumption)
+    hit = _CONTINUATIONS.get(key)
+    if hit is None:
+        bc, positions, resume_pos = _prepared(code)
+        start = Label()
+        hit = _build(bc, list(bc), (bc[positions[resumption.index]], start), _prologue(resumption, start),
+                     resume_pos, resumption.params(), code, f"resume_at_{resumption.index}")
+        _CONTINUATIONS[key] = hit
+    return hit
+
+
+def step_code(code, at: Resumption, untouched: int, exits: list, cont_objects: list) -> types.CodeType:
+    """A function that runs instruction ``at.index`` as Python, then calls a continuation.
+
+    ``untouched`` is how many bottom stack slots the instruction leaves alone;
+    ``exits`` lists (kind, Resumption) with kind "fall" or "jump"; ``cont_objects`` the
+    callables to call for each, in the same order.
+    """
+    bc, positions, resume_pos = _prepared(code)
+    pos = positions[at.index]
+    instr = bc[pos]
+    labels, stubs = {}, []
+    for n, ((kind, res), cont) in enumerate(zip(exits, cont_objects)):
+        label = Label()
+        labels[kind] = label
+        produced = len(res.stack) - untouched
+        temps = [f"___res{n}_{j}" for j in range(produced)]
+        stubs.append(label)
+        stubs += [Instr("STORE_FAST", t) for t in reversed(temps)]
+        args = [f"___stack{i}" for i, v in enumerate(res.stack[:len(res.stack) - produced]) if v]
+        args += temps + list(res.names)
+        stubs += [Instr("PUSH_NULL"), Instr("LOAD_CONST", cont)]
+        stubs += [Instr("LOAD_FAST", a) for a in args]
+        stubs += [Instr("PRECALL", len(args)), Instr("CALL", len(args)), Instr("RETURN_VALUE")]
+    name = instr.name
+    arg = instr.arg
+    if "jump" in labels:
+        arg = labels["jump"]
+        name = name.replace("BACKWARD", "FORWARD")  # the stubs come last
+    new_instr = Instr(name, arg, location=instr.location)
+    items = list(bc)
+    items[pos] = new_instr
+    tail = [Instr("JUMP_FORWARD", labels["fall"])] if "fall" in labels else []
+    items[pos + 1:pos + 1] = tail
+    items.extend(stubs)
+    start = Label()
+    return _build(bc, items, (new_instr, start), _prologue(at, start), resume_pos, at.params(), code,
+                  f"step_at_{at.index}")
+
+
+def check_resumable(code, ins) -> None:
+    if code.co_cellvars:
+        raise Unsupported(f"{code.co_name} has variables captured by inner functions; Kiln cannot resume it "
+                          f"after a graph break")
+    if code.co_flags & 0x20:
+        raise Unsupported(f"{code.co_name} is a generator; Kiln cannot resume it after a graph break")
+    if ins.opname in _PUSHES_NULL or ins.opname in ("RETURN_VALUE", "YIELD_VALUE", "KW_NAMES", "PRECALL"):
+        raise Unsupported(f"cannot resume after {ins.opname}")
