@@ -3,8 +3,8 @@ returns and yields."""
 from __future__ import annotations
 
 from ...exc import Unsupported
-from ..values.base import NullValue, const
-from ..values.containers import DictValue, TupleValue
+from ..values.base import ConstantValue, NullValue, const
+from ..values.containers import DictValue, IteratorValue, TupleValue
 from ..values.functions import NestedFunctionValue
 
 
@@ -70,6 +70,32 @@ def yield_value(tx, ins):
     tx.push(const(None))
 
 
+def get_yield_from_iter(tx, ins):
+    v = tx.pop()
+    tx.push(v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(tx)))
+
+
+def send(tx, ins):
+    """``yield from``: pass on the sub-iterator's next item, or jump with its return value.
+
+    Generators are traced to completion when called, so the value sent in is always
+    the None of a plain ``next()``.
+    """
+    sent = tx.pop()
+    if not (isinstance(sent, ConstantValue) and sent.value is None):
+        raise Unsupported("generator.send() with a value")
+    it = tx.stack[-1]
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(f"yield from {it.describe()}")
+    item = it.next()
+    if item is None:
+        tx.pop()
+        tx.push(getattr(it, "return_value", None) or const(None))
+        tx.jump(ins)
+    else:
+        tx.push(item)
+
+
 def load_build_class(tx, ins):
     raise Unsupported("defining a class inside a compiled region")
 
@@ -82,6 +108,8 @@ TABLE = {
     "RETURN_VALUE": return_value,
     "RETURN_GENERATOR": return_generator,
     "YIELD_VALUE": yield_value,
+    "GET_YIELD_FROM_ITER": get_yield_from_iter,
+    "SEND": send,
     "LOAD_BUILD_CLASS": load_build_class,
 }
 _ = TupleValue

@@ -450,6 +450,21 @@ def _product(tx, args, kwargs):
     return IteratorValue([TupleValue(list(t)) for t in itertools.product(*lists)])
 
 
+def _islice(tx, args, kwargs):
+    """``islice(it, [start,] stop[, step])``.  An iterator source gives up exactly the
+    items the slice would pull from it, taken now rather than lazily."""
+    if kwargs or not 2 <= len(args) <= 4:
+        raise Unsupported("itertools.islice() with these arguments")
+    bounds = slice(*_consts(args[1:]))
+    src = args[0]
+    if isinstance(src, IteratorValue):
+        rest = src.items[src.index:]
+        taken = rest[:bounds.stop] if bounds.stop is not None else rest
+        src.index += len(taken)
+        return IteratorValue(taken[slice(bounds.start, None, bounds.step)])
+    return IteratorValue(_iter_items(tx, src)[bounds])
+
+
 def _accumulate_not_supported(tx, args, kwargs):
     raise Unsupported("itertools function not supported")
 
@@ -477,7 +492,7 @@ BUILTINS: dict = {
     operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _is,
     operator.contains: _contains, operator.truth: _truth, operator.not_: _not,
     operator.index: _fold(operator.index),
-    itertools.chain: _chain, itertools.product: _product, functools.reduce: _reduce,
+    itertools.chain: _chain, itertools.product: _product, itertools.islice: _islice, functools.reduce: _reduce,
 }
 for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
             operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
