@@ -28,11 +28,11 @@ def test_defaults_follow_the_dynamo_runners():
 
 def test_flags_map_to_run_options():
     args = parse("--only", "bert,t5", "--frontend", "both", "--training", "--bfloat16", "--accuracy",
-                 "-n", "3", "--backend", "eager")
+                 "-n", "3", "--backend", "eager", "--threads", "2")
     models, frontends, opts, _ = command._check(args)
     assert models == ["bert", "t5"] and frontends == ["kiln", "torch"]
     assert opts == RunOptions(backend="eager", mode="training", precision="bfloat16", accuracy=True,
-                              performance=False, repeat=3, warmup=2)
+                              performance=False, repeat=3, warmup=2, threads=2)
     models, *_ = command._check(parse("--suite", "all", "-k", "gpt", "-k", "mlp"))
     assert models == ["mlp", "gpt2", "gpt_neo"]
 
@@ -45,6 +45,7 @@ def test_flags_map_to_run_options():
     (["-k", "zzz"], r"no model matches"),
     (["-n", "0"], r"-n/--repeat must be at least 1"),
     (["--timeout", "0"], r"--timeout must be positive"),
+    (["--threads", "0"], r"--threads must be at least 1"),
 ])
 def test_bad_input_is_a_clear_usage_error(argv, message, capsys):
     assert cli.main(["bench", *argv]) == 2

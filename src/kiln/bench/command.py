@@ -52,6 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="cpu or cuda (repeatable; default cpu)")
     how.add_argument("-n", "--repeat", type=int, default=20, help="timed calls per measurement (median is reported)")
     how.add_argument("--warmup", type=int, default=2, help="untimed calls before timing")
+    how.add_argument("--threads", type=int, default=1,
+                     help="torch intra-op threads per worker (1 keeps timings stable on shared machines)")
     how.add_argument("--timeout", type=float, default=300.0, help="seconds per model and frontend before giving up")
 
     out = p.add_argument_group("output")
@@ -68,6 +70,8 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
         raise UsageError(f"-n/--repeat must be at least 1, got {args.repeat}")
     if args.warmup < 0:
         raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
     try:
@@ -92,7 +96,7 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
     both = not args.accuracy and not args.performance
     opts = RunOptions(backend=args.backend, mode=args.mode, precision=args.precision,
                       accuracy=args.accuracy or both, performance=args.performance or both,
-                      repeat=args.repeat, warmup=args.warmup)
+                      repeat=args.repeat, warmup=args.warmup, threads=args.threads)
     return [s.name for s in specs], frontends, opts, devices
 
 

@@ -38,6 +38,7 @@ class RunOptions:
     performance: bool = True
     repeat: int = 20
     warmup: int = 2
+    threads: int = 1     # torch intra-op threads in the worker (see runner.run_model)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -7,13 +7,14 @@ numbers mean the same thing for every model and frontend:
 1. build the model and its inputs from seed 0 (torch, numpy and ``random`` alike);
    take the fp64 reference copy before anything runs;
 2. eager: one seeded call (kept for accuracy), the fp64 reference call, warm-up;
-3. compiled: reset the frontend, compile, one seeded call timed as the first call
+3. the frontend's per-call overhead on ``lambda x: x + 1`` (this also warms the
+   frontend up, so its one-time start-up is not counted as the model's capture);
+4. compiled: reset the frontend, compile, one seeded call timed as the first call
    (capture and backend compile happen here), warm-up;
-4. steady state: ``repeat`` rounds of one eager call then one compiled call, and
+5. steady state: ``repeat`` rounds of one eager call then one compiled call, and
    the median of each.  Interleaving matters on a shared, noisy machine: a burst of
    load slows both sides of a round instead of skewing one median;
-5. read the frontend's graph / break / recompile counts, compare accuracy;
-6. measure the frontend's per-call overhead on ``lambda x: x + 1``.
+6. read the frontend's graph / break / recompile counts, compare accuracy.
 
 A step is one forward (inference, under ``no_grad``) or forward + loss + backward
 with gradients cleared first (training).  The phase being run is announced through
@@ -133,7 +134,14 @@ def measure_overhead(frontend, now, calls: int = OVERHEAD_CALLS) -> float:
 
 def run_model(name: str, frontend_name: str, opts: RunOptions,
               on_phase: Callable[[str], None] = lambda phase: None) -> Result:
-    """Run ``name`` under ``frontend_name`` with ``opts``; never raises for model errors."""
+    """Run ``name`` under ``frontend_name`` with ``opts``; never raises for model errors.
+
+    Runs with ``opts.threads`` intra-op threads (1 by default): on a small shared
+    machine, OpenMP threads that wait for each other at every op barrier turn any
+    outside load into 10-100x slowdowns of whole calls, which swamps the frontend
+    costs this harness is about.  One thread per worker keeps the numbers stable.
+    """
+    torch.set_num_threads(opts.threads)
     fe = frontends.get(frontend_name)
     res = Result(model=name, frontend=frontend_name, backend=fe.backend_label(opts.backend), mode=opts.mode,
                  precision=opts.precision, device=opts.device)
@@ -171,7 +179,20 @@ def run_model(name: str, frontend_name: str, opts: RunOptions,
         res.status, res.reason = EAGER_FAIL, describe(exc)
         return res
 
-    # 3. compiled side: errors from compile() or from a frontend during the first
+    # 3. the frontend's per-call overhead, measured first because it also warms the
+    # frontend up (imports, first-use initialisation), which should not be billed
+    # to the first model's capture time.
+    probe_error = ""
+    on_phase("overhead")
+    try:
+        overhead = measure_overhead(fe, now)
+        if opts.performance:
+            res.overhead_us = overhead
+    except Exception as exc:  # not worth failing a row over
+        traceback.print_exc()
+        probe_error = f"overhead probe failed: {describe(exc)}"
+
+    # 4. compiled side: errors from compile() or from a frontend during the first
     # call are the frontend's (fail_compile); anything else is a run failure.
     on_phase("compile")
     fe.reset()
@@ -193,7 +214,7 @@ def run_model(name: str, frontend_name: str, opts: RunOptions,
         _fill_stats(res, fe)
         return res
 
-    # 4. steady state, eager and compiled interleaved
+    # 5. steady state, eager and compiled interleaved
     on_phase("timing")
 
     def eager_call():
@@ -218,7 +239,7 @@ def run_model(name: str, frontend_name: str, opts: RunOptions,
         _fill_stats(res, fe)
         return res
 
-    # 5. counts and accuracy
+    # 6. counts and accuracy
     _fill_stats(res, fe)
     res.capture_s = max(res.first_call_s - eager_s, 0.0)
     if opts.performance:
@@ -235,15 +256,8 @@ def run_model(name: str, frontend_name: str, opts: RunOptions,
             res.status, res.reason = FAIL_ACCURACY, detail
         elif res.accuracy == "unavailable":
             res.reason = detail
-
-    # 6. per-call overhead of the frontend itself
-    if opts.performance:
-        on_phase("overhead")
-        try:
-            res.overhead_us = measure_overhead(fe, now)
-        except Exception as exc:  # not worth failing a passing row over
-            traceback.print_exc()
-            res.reason = (res.reason + "; " if res.reason else "") + f"overhead probe failed: {describe(exc)}"
+    if probe_error:
+        res.reason = (res.reason + "; " if res.reason else "") + probe_error
     return res
 
 
