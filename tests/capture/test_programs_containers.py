@@ -7,7 +7,7 @@ import collections
 
 import torch
 
-from capture_harness import Case, I, parametrize, run_case
+from .capture_harness import Case, I, parametrize, run_case
 
 
 def x1(r):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from capture_harness import Case, I, parametrize, run_case
+from .capture_harness import Case, I, parametrize, run_case
 
 
 def x1(r):

@@ -9,7 +9,7 @@ import functools
 import torch
 
 import kiln
-from capture_harness import Case, I, parametrize, run_case
+from .capture_harness import Case, I, parametrize, run_case
 
 
 def x1(r):

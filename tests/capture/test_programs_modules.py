@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from capture_harness import Case, I, parametrize, run_case
+from .capture_harness import Case, I, parametrize, run_case
 
 
 def seeded(cls, *args, **kwargs):

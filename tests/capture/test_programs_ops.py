@@ -6,7 +6,7 @@ import operator
 import torch
 import torch.nn.functional as F
 
-from capture_harness import Case, I, parametrize, run_case
+from .capture_harness import Case, I, parametrize, run_case
 
 
 def xy(r):

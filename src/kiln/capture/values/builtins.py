@@ -215,7 +215,7 @@ def _frozenset(tx, args, kwargs):
     return s
 
 
-def _minmax(fn, torch_fn):
+def _minmax(fn):
     def handler(tx, args, kwargs):
         items = _iter_items(tx, args[0]) if len(args) == 1 else args
         if kwargs.get("key") is not None:
@@ -223,11 +223,10 @@ def _minmax(fn, torch_fn):
             keys = [key.call(tx, [i], {}).as_constant() for i in items]
             idx = fn(range(len(items)), key=lambda i: keys[i])
             return items[idx]
+        if len(items) == 1:
+            return items[0]       # nothing to compare
         if any(isinstance(i, TensorValue) for i in items):
-            if len(items) == 2:
-                a, b = items
-                if isinstance(a, TensorValue) and isinstance(b, TensorValue):
-                    return graph_call(tx, "call_function", torch_fn, [a, b], {})
+            # Python compares with `>` / `<` and branches on the result: not torch.maximum
             raise Unsupported(f"{fn.__name__}() over tensors compares their values (data-dependent)")
         if not items and "default" in kwargs:
             return kwargs["default"]
@@ -348,7 +347,7 @@ def _id(tx, args, kwargs):
 
 def _round(tx, args, kwargs):
     if isinstance(args[0], TensorValue):
-        return graph_call(tx, "call_function", torch.round, args[:1], {})
+        raise_python(TypeError, "type Tensor doesn't define __round__ method")
     return _fold(round)(tx, args, kwargs)
 
 
@@ -431,12 +430,11 @@ def _attrgetter_call(tx, args, kwargs):
     raise Unsupported("operator.attrgetter objects")
 
 
-def _math_fn(fn, torch_fn=None):
+def _math_fn(fn):
     def handler(tx, args, kwargs):
         if any(isinstance(a, TensorValue) for a in args):
-            if torch_fn is None:
-                raise Unsupported(f"math.{fn.__name__} of a tensor needs its data")
-            return graph_call(tx, "call_function", torch_fn, args, {})
+            # math.* converts its argument with float(): the tensor's data, and a float result
+            raise Unsupported(f"math.{fn.__name__} of a tensor needs its data")
         return _fold(fn)(tx, args, kwargs)
     return handler
 
@@ -482,7 +480,7 @@ BUILTINS: dict = {
     _b.getattr: _getattr, _b.setattr: _setattr, _b.delattr: _delattr, _b.range: _range,
     _b.enumerate: _enumerate, _b.zip: _zip, _b.reversed: _reversed, _b.iter: _iter, _b.next: _next,
     _b.list: _list, _b.tuple: _tuple, _b.dict: _dict, _b.set: _set, _b.frozenset: _frozenset,
-    _b.min: _minmax(min, torch.minimum), _b.max: _minmax(max, torch.maximum), _b.sum: _sum,
+    _b.min: _minmax(min), _b.max: _minmax(max), _b.sum: _sum,
     _b.all: _all_any(all), _b.any: _all_any(any), _b.abs: _abs, _b.int: _numeric(int),
     _b.float: _numeric(float), _b.bool: _bool, _b.str: _str, _b.type: _type, _b.callable: _callable,
     _b.map: _map, _b.filter: _filter, _b.sorted: _sorted, _b.print: _print, _b.super: _super,
@@ -502,12 +500,10 @@ for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator
     BUILTINS[_op] = _operator_binary(_op)
 for _op in (operator.neg, operator.pos, operator.invert, operator.inv, operator.abs):
     BUILTINS[_op] = _operator_unary(_op)
-_MATH_TORCH = {math.sqrt: torch.sqrt, math.exp: torch.exp, math.log: torch.log, math.sin: torch.sin,
-               math.cos: torch.cos, math.tanh: torch.tanh, math.floor: None, math.ceil: None}
 for _name in ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "floor", "ceil", "pow",
               "isnan", "isinf", "isfinite", "gcd", "fabs", "prod", "trunc", "atan", "atan2", "erf", "log1p",
               "expm1", "lcm", "copysign", "comb", "factorial", "hypot", "isclose", "radians", "degrees"):
     _f = getattr(math, _name, None)
     if _f is not None:
-        BUILTINS[_f] = _math_fn(_f, _MATH_TORCH.get(_f))
+        BUILTINS[_f] = _math_fn(_f)
 _ = (SliceValue,)

@@ -130,6 +130,9 @@ class TorchFunctionValue(Value):
         return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
 
 
+_IMMUTABLE_BUILTINS = (str, bytes, int, float, complex, bool, tuple, frozenset)
+
+
 class CFunctionValue(Value):
     """A C function Kiln has no model of: calling it is unsupported (a graph break)."""
 
@@ -146,6 +149,13 @@ class CFunctionValue(Value):
         return f"{mod}.{name}" if mod else name
 
     def call(self, tx, args, kwargs):
+        if getattr(self.fn, "__objclass__", None) in _IMMUTABLE_BUILTINS:
+            # an unbound method of str / int / tuple...: pure on constants (str.upper)
+            from .base import ConstantMethodValue
+            if not args or not args[0].is_constant():
+                raise Unsupported(f"{self.describe()} on {args[0].describe() if args else 'nothing'}")
+            return ConstantMethodValue(args[0], self.fn.__name__, self.fn.__get__(args[0].as_constant())) \
+                .call(tx, list(args[1:]), kwargs)
         raise Unsupported(f"call to {self.describe()}, a C function Kiln does not model")
 
     def reconstruct(self, cg):
