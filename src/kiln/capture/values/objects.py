@@ -81,6 +81,10 @@ class CMethodValue(Value):
     def describe(self):
         return f"{getattr(self.raw, '__qualname__', self.name)}"
 
+    def reconstruct(self, cg):
+        # the method bound to its receiver, as the break's step function calls it
+        return f"{cg.ref(self.raw)}.__get__({cg.expr(self.self_value)})"
+
     def call(self, tx, args, kwargs):
         from .base import to_python
         from .builder import wrap
