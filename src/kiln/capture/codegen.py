@@ -32,6 +32,10 @@ class Codegen:
     def ref(self, obj) -> str:
         return self.ns.ref(obj)
 
+    def prefers_rebuild(self, value) -> bool:
+        """Immutable values that came in from outside are passed through by source."""
+        return False
+
     def source_expr(self, source) -> str:
         return source.expr(self.ns)
 
@@ -97,8 +101,43 @@ class Codegen:
         self.lines.append(f"{name} = {text}")
         return name
 
+    def cell(self, cell) -> str:
+        """A real cell for a symbolic one (made once per glue call, shared by all users)."""
+        import types as _types
+        if cell is None:
+            return f"{self.ref(_types.CellType)}()"
+        key = id(cell)
+        if key in self._memo:
+            return self._memo[key]
+        if cell.real_cell is not None:
+            if cell.source is None:
+                raise Unsupported("a closure cell Kiln cannot locate at run time")
+            text = self.source_expr(cell.source).rsplit(".cell_contents", 1)[0]
+            self._memo[key] = text
+            return text
+        name = self._temp()
+        self._memo[key] = name
+        ctor = self.ref(_types.CellType)
+        self.lines.append(f"{name} = {ctor}()" if cell.value is None else f"{name} = {ctor}({self.expr(cell.value)})")
+        return name
+
     def nested_function(self, v) -> str:
-        raise Unsupported(f"a function defined inside the compiled region ({v.qualname}) escapes it")
+        """A function made in the frame that outlives it: rebuilt with the same cells."""
+        import types as _types
+        key = id(v)
+        if key in self._memo:
+            return self._memo[key]
+        closure = "(" + "".join(f"{self.cell(c)}, " for c in v.closure) + ")" if v.closure else "None"
+        defaults = "(" + "".join(f"{self.expr(d)}, " for d in v.defaults) + ")" if v.defaults else "None"
+        name = self._temp()
+        self._memo[key] = name
+        self.lines.append(f"{name} = {self.ref(_types.FunctionType)}({self.ref(v.code)}, {self.ref(v.fn_globals)}, "
+                          f"{v.code.co_name!r}, {defaults}, {closure})")
+        if v.kwdefaults:
+            items = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.kwdefaults.items())
+            self.lines.append(f"{name}.__kwdefaults__ = {{{items}}}")
+        self.lines.append(f"{name}.__qualname__ = {v.qualname!r}")
+        return name
 
     # -- side effects --------------------------------------------------------------------------
     def side_effect_lines(self):

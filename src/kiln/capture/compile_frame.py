@@ -168,10 +168,14 @@ def _finish(state, fn, final_grad, backend, backend_name, tracer, result=None, p
         cg.side_effect_lines()
         args = [cg.expr(v) for v in plan.values()]
         step = cg.ref(plan.step_factory(fn))
+        closure = "___fn.__closure__"
+        if plan.cells:
+            cells = ", ".join(cg.cell(c) for c in plan.cells)
+            closure = f"(___fn.__closure__ or ()) + ({cells},)"
         where = plan.reason.location or "?"
         tail = [f"# graph break at {where}: {plan.reason.reason}",
                 f"# {plan.ins.opname} runs as Python, then the frame resumes compiled",
-                f"return {step}(___fn.__closure__)({', '.join(args)})"]
+                f"return {step}({closure})({', '.join(args)})"]
     params = render_params(code)
     body = cg.lines + tail
     glue_source = f"def ___glue_{name}({params}):\n" + "".join(f"    {l}\n" for l in body)

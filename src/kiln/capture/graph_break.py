@@ -5,6 +5,7 @@ See resume.py for how the code objects are built.
 """
 from __future__ import annotations
 
+import functools
 import types
 
 from ..exc import Unsupported
@@ -51,6 +52,8 @@ class BreakPlan:
         if ins.jump_target is not None:
             self.exits.append(("jump", self._resumption(ins.jump_target, ins, layout, live, names, jump=True)))
         self._compile_callee(tracer, ins)
+        # the frame's own cells, in co_cellvars order (they continue as free variables)
+        self.cells = [tracer.cells.get(name) for name in code.co_cellvars]
 
     def _resumption(self, index, ins, layout, live, names, jump):
         after = layout[:self.untouched] + (True,) * stack_outputs(ins, jump)
@@ -59,13 +62,22 @@ class BreakPlan:
 
     def _compile_callee(self, tracer, ins):
         """A break at a call: the callee runs as its own compiled frame (breaks and all)."""
-        if ins.opname != "CALL":
+        if ins.opname == "CALL":
+            callable_slot = len(self.stack_values) - ins.arg - 1
+        elif ins.opname == "CALL_FUNCTION_EX":
+            callable_slot = len(self.stack_values) - 2 - (ins.arg & 1)
+        else:
             return
-        n = ins.arg
-        below, callable_slot = len(self.stack_values) - n - 2, len(self.stack_values) - n - 1
+        below = callable_slot - 1
         if below < 0 or not isinstance(self.stack_values[below], NullValue):
             return
         target = self.stack_values[callable_slot]
+        if not any(_holds_tensor(v) for v in self.stack_values[callable_slot + 1:]) and \
+                not isinstance(target, ModuleValue) and not (isinstance(target, BoundMethodValue)
+                                                              and isinstance(target.self_value, ModuleValue)):
+            # a callee given no tensors gains nothing from capture (e.g. numpy helpers):
+            # it runs as plain Python, and its results are not specialised on
+            return
         if isinstance(target, (UserFunctionValue, ModuleValue)) or (
                 isinstance(target, BoundMethodValue) and isinstance(target.func, UserFunctionValue)):
             self.stack_values[callable_slot] = _CompiledCallee(target, self.backend, self.backend_name)
@@ -77,30 +89,45 @@ class BreakPlan:
         return StepFactory(self, fn.__globals__)
 
 
+def _holds_tensor(v, depth=0) -> bool:
+    from .values.tensor import TensorValue
+    if isinstance(v, TensorValue):
+        return True
+    if depth > 4:
+        return False
+    return any(_holds_tensor(c, depth + 1) for c in v.contents())
+
+
 class StepFactory:
-    """Builds (once per closure) the step function and its compiled continuations."""
+    """Builds the step function and its compiled continuations for one closure.
+
+    Code objects are made once; per closure only function objects are made (memoised
+    when the closure is the function's own, which is stable; frames with cell
+    variables get fresh cells on every call).
+    """
 
     def __init__(self, plan: BreakPlan, fn_globals: dict):
         self.plan = plan
         self.globals = fn_globals
+        self.cont_codes = [continuation_code(plan.code, res) for _kind, res in plan.exits]
+        self.step = step_code(plan.code, plan.at, plan.untouched, plan.exits)
+        self.memoise = not plan.code.co_cellvars
         self._made: dict = {}
 
     def __call__(self, closure):
-        key = id(closure)
-        hit = self._made.get(key)
-        if hit is not None and hit[0] is closure:
-            return hit[1]
+        if self.memoise:
+            hit = self._made.get(id(closure))
+            if hit is not None and hit[0] is closure:
+                return hit[1]
         from ..api import CompiledFunction
         plan = self.plan
-        conts = []
-        for _kind, res in plan.exits:
-            code = continuation_code(plan.code, res)
-            fn = types.FunctionType(code, self.globals, code.co_name, None, closure)
-            conts.append(CompiledFunction(fn, plan.backend, plan.backend_name, False))
-        code = step_code(plan.code, plan.at, plan.untouched, plan.exits, conts)
-        step = types.FunctionType(code, self.globals, code.co_name, None, closure)
-        self._made[key] = (closure, step)
-        return step
+        conts = [CompiledFunction(types.FunctionType(c, self.globals, c.co_name, None, closure),
+                                  plan.backend, plan.backend_name, False) for c in self.cont_codes]
+        step = types.FunctionType(self.step, self.globals, self.step.co_name, None, closure)
+        bound = functools.partial(step, *conts)
+        if self.memoise:
+            self._made[id(closure)] = (closure, bound)
+        return bound
 
     def __repr__(self):
         return f"<kiln step at {self.plan.code.co_name}+{self.plan.ins.offset} ({self.plan.ins.opname})>"

@@ -40,17 +40,40 @@ JUMP_OPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
 
 
 def decode(code) -> list[Instr]:
-    """Decode a code object into Instrs (CACHE entries removed, jumps as indices)."""
-    raw = list(dis.get_instructions(code))
-    index_of = {ins.offset: i for i, ins in enumerate(raw)}
+    """Decode a code object into Instrs (CACHE and EXTENDED_ARG removed, jumps as indices).
+
+    EXTENDED_ARG is folded into the following instruction's argument (as dis already
+    does), so indices here match the ``bytecode`` package's instruction order; a jump or
+    handler that targets an EXTENDED_ARG lands on the instruction it extends.
+    """
+    raw = [ins for ins in dis.get_instructions(code)]
+    real = [ins for ins in raw if ins.opname != "EXTENDED_ARG"]
+    index_of = {ins.offset: i for i, ins in enumerate(real)}
+    # an EXTENDED_ARG's offset maps to the next real instruction
+    pending = []
+    for ins in raw:
+        if ins.opname == "EXTENDED_ARG":
+            pending.append(ins.offset)
+        else:
+            for off in pending:
+                index_of[off] = index_of[ins.offset]
+            pending = []
     out = []
     lineno = code.co_firstlineno
-    for i, ins in enumerate(raw):
+    for i, ins in enumerate(real):
         if ins.positions is not None and ins.positions.lineno is not None:
             lineno = ins.positions.lineno
         target = index_of.get(ins.argval) if ins.opcode in JUMP_OPS else None
         out.append(Instr(i, ins.offset, ins.opname, ins.arg, ins.argval, ins.argrepr, lineno, target))
     return out
+
+
+def index_at_offset(instructions: list, offset: int) -> int:
+    """Index of the instruction at ``offset`` (or the first after it, past EXTENDED_ARGs)."""
+    for ins in instructions:
+        if ins.offset >= offset:
+            return ins.index
+    raise KeyError(offset)
 
 
 def exception_table(code):

@@ -12,7 +12,7 @@ from ..config import config
 from ..exc import Unsupported
 from .handlers import HANDLERS
 from .instructions import (CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode,
-                           exception_table)
+                           exception_table, index_at_offset)
 from .values.base import const
 from .values.exceptions import TracedException
 from .sources import BuiltinSource, GlobalSource
@@ -134,10 +134,10 @@ class Tracer:
         return False
 
     def _index_of_offset(self, offset: int) -> int:
-        for i, candidate in enumerate(self.instructions):
-            if candidate.offset == offset:
-                return i
-        raise Unsupported(f"exception handler at offset {offset} not found")
+        try:
+            return index_at_offset(self.instructions, offset)
+        except KeyError:
+            raise Unsupported(f"exception handler at offset {offset} not found")
 
     # -- locations -------------------------------------------------------------------------
     def location(self) -> tuple[str, str | None]:
@@ -173,19 +173,16 @@ class Tracer:
 
     # -- calls -----------------------------------------------------------------------------------
     def inline_call(self, fn_value, code, fn_globals, bound: dict, closure: list) -> Value:
-        from .values.containers import IteratorValue
+        from .values.generators import GeneratorValue
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"call depth over {config.inline_depth_limit} while inlining {code.co_name} (recursion?)")
         cells = {}
         for name, cell in zip(code.co_freevars, closure):
             cells[name] = cell
         child = Tracer(self.state, code, fn_globals, bound, cells, parent=self, fn_value=fn_value)
-        result = child.run()
         if child.yields is not None:
-            it = IteratorValue(child.yields)
-            it.return_value = result   # what `yield from` on this generator evaluates to
-            return it
-        return result
+            return GeneratorValue(child)   # its frame runs lazily, one yield at a time
+        return child.run()
 
     def make_super(self, args: list) -> Value:
         from .values.super_value import make_super

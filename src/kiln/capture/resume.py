@@ -18,7 +18,7 @@ import dis
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..exc import Unsupported
 from .instructions import exception_table
@@ -35,6 +35,7 @@ _PUSHES_NULL = frozenset({"LOAD_METHOD", "PUSH_NULL", "LOAD_GLOBAL"})
 def live_locals(code, instructions) -> list[frozenset]:
     """Names of fast locals live on entry to each instruction (backward dataflow)."""
     n = len(instructions)
+    offsets = sorted(ins.offset for ins in instructions)
     by_offset = {ins.offset: ins.index for ins in instructions}
     handlers = exception_table(code)
     succs: list[list[int]] = []
@@ -45,8 +46,10 @@ def live_locals(code, instructions) -> list[frozenset]:
         if ins.jump_target is not None:
             s.append(ins.jump_target)
         for start, end, target, _depth, _lasti in handlers:
-            if start <= ins.offset < end and target in by_offset:
-                s.append(by_offset[target])
+            if start <= ins.offset < end:
+                later = [o for o in offsets if o >= target]
+                if later:
+                    s.append(by_offset[later[0]])
         succs.append(s)
     live_in = [frozenset()] * n
     changed = True
@@ -90,18 +93,38 @@ def _prepared(code):
 
 def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_pos: int, params: list[str],
            code, name: str) -> types.CodeType:
-    """Assemble ``items`` (with a label inserted before ``jump_to_start[0]``) into a code object."""
+    """Assemble ``items`` (with a label inserted before ``jump_to_start[0]``) into a code object.
+
+    The frame's cell variables become free variables of the new code: the glue passes
+    the frame's cells in the closure, so inner functions made before and after the
+    break share them.
+    """
     target_item, label = jump_to_start
+    resume_item = items[resume_pos]
     out = []
-    for i, item in enumerate(items):
+    for item in items:
         if item is target_item:
             out.append(label)
         out.append(item)
-        if i == resume_pos:
+        if item is resume_item:
             out.extend(prologue)
+    freevars = list(template.freevars)
+    if template.cellvars:
+        freevars += list(template.cellvars)
+        converted = [Instr("COPY_FREE_VARS", len(freevars))]
+        for item in out:
+            if isinstance(item, Instr):
+                if item.name in ("MAKE_CELL", "COPY_FREE_VARS"):
+                    continue
+                if isinstance(item.arg, CellVar):
+                    item = Instr(item.name, FreeVar(item.arg.name), location=item.location)
+            converted.append(item)
+        out = converted
     new = Bytecode(out)
-    for attr in ("filename", "first_lineno", "freevars", "cellvars", "docstring"):
+    for attr in ("filename", "first_lineno", "docstring"):
         setattr(new, attr, getattr(template, attr))
+    new.freevars = freevars
+    new.cellvars = []
     new.name = name
     new.qualname = f"{template.qualname}.<{name}>"
     new.argnames = list(params)
@@ -136,18 +159,19 @@ def continuation_code(code, resumption: Resumption) -> types.CodeType:
     return hit
 
 
-def step_code(code, at: Resumption, untouched: int, exits: list, cont_objects: list) -> types.CodeType:
+def step_code(code, at: Resumption, untouched: int, exits: list) -> types.CodeType:
     """A function that runs instruction ``at.index`` as Python, then calls a continuation.
 
     ``untouched`` is how many bottom stack slots the instruction leaves alone;
-    ``exits`` lists (kind, Resumption) with kind "fall" or "jump"; ``cont_objects`` the
-    callables to call for each, in the same order.
+    ``exits`` lists (kind, Resumption) with kind "fall" or "jump".  The step function
+    takes the continuation to call for each exit as its leading parameters
+    (``___cont0``...), so one code object serves every closure.
     """
     bc, positions, resume_pos = _prepared(code)
     pos = positions[at.index]
     instr = bc[pos]
     labels, stubs = {}, []
-    for n, ((kind, res), cont) in enumerate(zip(exits, cont_objects)):
+    for n, (kind, res) in enumerate(exits):
         label = Label()
         labels[kind] = label
         produced = len(res.stack) - untouched
@@ -156,7 +180,7 @@ def step_code(code, at: Resumption, untouched: int, exits: list, cont_objects: l
         stubs += [Instr("STORE_FAST", t) for t in reversed(temps)]
         args = [f"___stack{i}" for i, v in enumerate(res.stack[:len(res.stack) - produced]) if v]
         args += temps + list(res.names)
-        stubs += [Instr("PUSH_NULL"), Instr("LOAD_CONST", cont)]
+        stubs += [Instr("PUSH_NULL"), Instr("LOAD_FAST", f"___cont{n}")]
         stubs += [Instr("LOAD_FAST", a) for a in args]
         stubs += [Instr("PRECALL", len(args)), Instr("CALL", len(args)), Instr("RETURN_VALUE")]
     name = instr.name
@@ -170,15 +194,19 @@ def step_code(code, at: Resumption, untouched: int, exits: list, cont_objects: l
     tail = [Instr("JUMP_FORWARD", labels["fall"])] if "fall" in labels else []
     items[pos + 1:pos + 1] = tail
     items.extend(stubs)
+    # 3.11 passes keyword names to CALL through a preceding KW_NAMES (PRECALL sits
+    # between them): start there so the call sees its keywords
+    first, back = new_instr, pos - 1
+    while new_instr.name == "CALL" and back >= 0 and isinstance(items[back], Instr) \
+            and items[back].name in ("PRECALL", "KW_NAMES"):
+        first, back = items[back], back - 1
     start = Label()
-    return _build(bc, items, (new_instr, start), _prologue(at, start), resume_pos, at.params(), code,
+    params = [f"___cont{n}" for n in range(len(exits))] + at.params()
+    return _build(bc, items, (first, start), _prologue(at, start), resume_pos, params, code,
                   f"step_at_{at.index}")
 
 
 def check_resumable(code, ins) -> None:
-    if code.co_cellvars:
-        raise Unsupported(f"{code.co_name} has variables captured by inner functions; Kiln cannot resume it "
-                          f"after a graph break")
     if code.co_flags & 0x20:
         raise Unsupported(f"{code.co_name} is a generator; Kiln cannot resume it after a graph break")
     if ins.opname in _PUSHES_NULL or ins.opname in ("RETURN_VALUE", "YIELD_VALUE", "KW_NAMES", "PRECALL"):

@@ -72,6 +72,11 @@ _PURE_READS = frozenset({"get", "__getitem__", "__contains__", "__len__", "keys"
                          "index", "__repr__", "__str__", "__hash__"})
 
 
+def _builtin_container(obj) -> bool:
+    """Objects whose C read methods are side-effect free and cheap to re-run in guards."""
+    return isinstance(obj, (dict, list, tuple, str, set, frozenset, bytes))
+
+
 class CMethodValue(Value):
     """A C method found on a builtin base class (``dict.get`` of a dict subclass)."""
 
@@ -85,6 +90,9 @@ class CMethodValue(Value):
         # the method bound to its receiver, as the break's step function calls it
         return f"{cg.ref(self.raw)}.__get__({cg.expr(self.self_value)})"
 
+    def contents(self):
+        return [self.self_value]
+
     def call(self, tx, args, kwargs):
         from .base import to_python
         from .builder import wrap
@@ -96,7 +104,7 @@ class CMethodValue(Value):
         if self.raw is object.__init__:
             return const(None)
         real = getattr(target, "obj", None)
-        if real is None or self.name not in _PURE_READS or kwargs:
+        if real is None or self.name not in _PURE_READS or kwargs or not _builtin_container(real):
             raise Unsupported(f"calling {self.describe()} on {target.describe()}")
         try:
             real_args = tuple(to_python(a, tx) for a in args)
