@@ -37,9 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name, module_name in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
-        doc = (module.__doc__ or "").strip()
-        p = sub.add_parser(name, help=module.HELP, description=doc.split("\n\n")[0],
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        p = sub.add_parser(name, help=module.HELP, description=(module.__doc__ or "").strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
         p.set_defaults(_run=module.run, _parser=p)
     return parser

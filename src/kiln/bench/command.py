@@ -1,4 +1,4 @@
-"""``kiln bench``: run the model suite under Kiln and/or torch.compile and report.
+"""kiln bench: run the model suite under Kiln and/or torch.compile and report.
 
 Each model runs in its own subprocess (a crash or hang costs one row); results are
 shown as a table with a summary, and optionally written as CSV and a PNG chart.
@@ -27,7 +27,7 @@ def _split(values):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sel = p.add_argument_group("which models")
-    sel.add_argument("--suite", default="quick", help=f"model suite: {', '.join(registry.suites())}")
+    sel.add_argument("--suite", default="quick", help=f"model suite: {', '.join(registry.suites())} (default: quick)")
     sel.add_argument("--only", action="append", metavar="NAME", help="run only these models (repeatable, or a,b)")
     sel.add_argument("-k", action="append", dest="pattern", metavar="PATTERN",
                      help="keep models whose name contains PATTERN (repeatable)")
@@ -36,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     how = p.add_argument_group("how to run them")
     how.add_argument("--frontend", choices=(*FRONTENDS, "both"), default="kiln",
-                     help="kiln, torch (torch.compile, same backend) or both side by side")
-    how.add_argument("--backend", default="eager", help="backend name, the same for both frontends")
+                     help="kiln, torch (torch.compile, same backend) or both side by side (default: kiln)")
+    how.add_argument("--backend", default="eager", help="backend name, the same for both frontends (default: eager)")
     how.add_argument("--accuracy", action="store_true", help="check accuracy (default: accuracy and performance)")
     how.add_argument("--performance", action="store_true", help="measure speed (default: accuracy and performance)")
     mode = how.add_mutually_exclusive_group()
@@ -50,11 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     prec.add_argument("--bfloat16", dest="precision", action="store_const", const="bfloat16")
     how.add_argument("--devices", action="append", choices=DEVICES, metavar="DEVICE",
                      help="cpu or cuda (repeatable; default cpu)")
-    how.add_argument("-n", "--repeat", type=int, default=20, help="timed calls per measurement (median is reported)")
-    how.add_argument("--warmup", type=int, default=2, help="untimed calls before timing")
+    how.add_argument("-n", "--repeat", type=int, default=20, help="timed rounds; the median is reported (default: 20)")
+    how.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default: 2)")
     how.add_argument("--threads", type=int, default=1,
-                     help="torch intra-op threads per worker (1 keeps timings stable on shared machines)")
-    how.add_argument("--timeout", type=float, default=300.0, help="seconds per model and frontend before giving up")
+                     help="torch intra-op threads per worker; 1 keeps timings stable on shared machines (default: 1)")
+    how.add_argument("--timeout", type=float, default=300.0, help="seconds per model and frontend before giving up (default: 300)")
 
     out = p.add_argument_group("output")
     out.add_argument("--output", metavar="CSV", help="write every row to this CSV file")
