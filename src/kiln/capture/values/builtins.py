@@ -456,9 +456,12 @@ def _islice(tx, args, kwargs):
     bounds = slice(*_consts(args[1:]))
     src = args[0]
     if isinstance(src, IteratorValue):
-        rest = src.items[src.index:]
-        taken = rest[:bounds.stop] if bounds.stop is not None else rest
-        src.index += len(taken)
+        taken = []
+        while bounds.stop is None or len(taken) < bounds.stop:
+            item = src.next()
+            if item is None:
+                break
+            taken.append(item)
         return IteratorValue(taken[slice(bounds.start, None, bounds.step)])
     return IteratorValue(_iter_items(tx, src)[bounds])
 
