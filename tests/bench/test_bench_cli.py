@@ -78,7 +78,8 @@ def _rows():
                       reason="" if status == "pass" else "boom", graphs=1, breaks=breaks,
                       top_breaks="data-dependent branch (1)" if breaks else "", recompiles=0, accuracy="ok",
                       eager_ms=2.0, compiled_ms=2.0 / speedup if speedup else None, speedup=speedup,
-                      first_call_s=None if capture is None else capture + 0.002, capture_s=capture, overhead_us=3.0, wall_s=4.0)
+                      first_call_s=None if capture is None else capture + 0.002, capture_s=capture,
+                      overhead_us=3.0, wall_s=4.0)
     return [row("mlp", "kiln", speedup=2.0, breaks=1), row("mlp", "torch", speedup=0.5, capture=1.2),
             row("bert", "kiln", status="fail_compile", speedup=None, capture=None),
             row("bert", "torch", speedup=1.1), row("t5", "kiln", status="skipped", speedup=None, capture=None)]

@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     how.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default: 2)")
     how.add_argument("--threads", type=int, default=1,
                      help="torch intra-op threads per worker; 1 keeps timings stable on shared machines (default: 1)")
-    how.add_argument("--timeout", type=float, default=300.0, help="seconds per model and frontend before giving up (default: 300)")
+    how.add_argument("--timeout", type=float, default=300.0,
+                     help="seconds per model and frontend before giving up (default: 300)")
 
     out = p.add_argument_group("output")
     out.add_argument("--output", metavar="CSV", help="write every row to this CSV file")

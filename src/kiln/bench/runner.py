@@ -249,7 +249,11 @@ def run_model(name: str, frontend_name: str, opts: RunOptions,
     if opts.accuracy:
         on_phase("accuracy")
         if do_accuracy:
-            res.accuracy, detail = checks.compare(eager_out, compiled_out, ref_out, name=name)
+            try:
+                res.accuracy, detail = checks.compare(eager_out, compiled_out, ref_out, name=name)
+            except Exception as exc:   # no verdict is not a pass
+                traceback.print_exc()
+                res.accuracy, detail = "fail", f"the accuracy check itself raised {describe(exc)}"
         else:
             res.accuracy, detail = "unavailable", f"{checks.ACCURACY_MODULE} is not available; accuracy not checked"
         if res.accuracy == "fail":
