@@ -80,6 +80,7 @@ class Case:
     state: Callable | None = None     # snapshot of outside state compared after every run
     grad_mode: bool = True            # grad mode the program is called under
     recompiles: int = 0               # extra graphs the second input set is expected to cause
+    reference: Callable | None = None  # what eager should be compared against (default: fn itself)
 
     def __repr__(self):
         return self.name
@@ -214,7 +215,7 @@ def run_case(case: Case):
         eager_in, compiled_in = copy.deepcopy(base), copy.deepcopy(base)
         if case.setup:
             case.setup()
-        expected = _call(case.fn, eager_in, case.grad_mode)
+        expected = _call(case.reference or case.fn, eager_in, case.grad_mode)
         eager_state = case.state() if case.state else None
         if case.setup:
             case.setup()

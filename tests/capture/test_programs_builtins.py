@@ -53,7 +53,7 @@ def callable_checks(x, fn):
 
 ISINSTANCE = [
     Case("isinstance_checks", isinstance_checks,
-         lambda r: I(r.randn(2), [1], Point(1, 2), nn.Linear(2, 2)), 1, 1, recompiles=1),
+         lambda r: I(r.randn(2), [1], Point(1, 2), nn.Linear(2, 2)), 1, 1),
     Case("type_checks", type_checks, lambda r: I(r.randn(2), 3, "s"), 1, 3),
     Case("callable_checks", callable_checks, lambda r: I(r.randn(2), abs), 1, 1),
 ]

@@ -23,7 +23,9 @@ INPLACE_OPS = {
 INPLACE_TO_BINARY = {v: BINARY_OPS[k[:-1]] for k, v in INPLACE_OPS.items()}
 COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
                ">=": operator.ge}
-_REFLECTED = {operator.add: "__radd__", operator.mul: "__rmul__", operator.sub: "__rsub__"}
+_REFLECTED = {operator.add: "__radd__", operator.mul: "__rmul__", operator.sub: "__rsub__",
+              operator.truediv: "__rtruediv__", operator.matmul: "__rmatmul__", operator.floordiv: "__rfloordiv__",
+              operator.mod: "__rmod__", operator.pow: "__rpow__", operator.and_: "__rand__", operator.or_: "__ror__"}
 _DUNDER = {operator.add: "__add__", operator.sub: "__sub__", operator.mul: "__mul__", operator.truediv: "__truediv__",
            operator.matmul: "__matmul__", operator.eq: "__eq__", operator.ne: "__ne__", operator.lt: "__lt__",
            operator.le: "__le__", operator.gt: "__gt__", operator.ge: "__ge__", operator.getitem: "__getitem__",
@@ -89,16 +91,33 @@ def _sequence_op(tx, fn, a, b):
 
 
 def _user_dunder(tx, fn, a, b):
+    """``a.__op__(b)`` (``b`` None: unary), then ``b.__rop__(a)``, for instances of user classes."""
+    result = _dunder(tx, a, _DUNDER.get(fn), [] if b is None else [b])
+    if b is not None and (result is None or _not_implemented(result)):
+        reflected = _dunder(tx, b, _REFLECTED.get(fn), [a])
+        if reflected is not None and not _not_implemented(reflected):
+            return reflected
+        if result is not None and fn in _REFLECTED:
+            raise_python(TypeError, f"unsupported operand type(s) for {fn.__name__}: "
+                                    f"{a.python_type().__name__!r} and {b.python_type().__name__!r}")
+        return None   # == / != fall back to identity in the caller
+    return result
+
+
+def _dunder(tx, v, name, args):
     from .values.objects import NewObjectValue, ObjectValue
-    name = _DUNDER.get(fn)
-    if name and isinstance(a, (ObjectValue, NewObjectValue)) and not isinstance(a.python_type(), type(type)):
-        try:
-            method = a.getattr(tx, name)
-        except Unsupported:
-            method = None
-        if method is not None:
-            return method.call(tx, [b], {})
-    return None
+    # instances only: for a class object these names are its unbound methods
+    if not name or not isinstance(v, (ObjectValue, NewObjectValue)) or issubclass(v.python_type(), type):
+        return None
+    try:
+        method = v.getattr(tx, name)
+    except Unsupported:
+        return None
+    return method.call(tx, args, {})
+
+
+def _not_implemented(v) -> bool:
+    return isinstance(v, ConstantValue) and v.value is NotImplemented
 
 
 def compare(tx, fn, a: Value, b: Value) -> Value:

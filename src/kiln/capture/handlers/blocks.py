@@ -98,7 +98,8 @@ def reraise(tx, ins):
 def with_except_start(tx, ins):
     exc = tx.stack[-1]
     exit_fn = tx.stack[-4]
-    result = exit_fn.call(tx, [const(exc.cls), exc, const(None)], {})
+    from ..values.builder import wrap
+    result = exit_fn.call(tx, [wrap(tx, exc.cls, None), exc, const(None)], {})   # the class, as Python passes it
     tx.push(result)
 
 

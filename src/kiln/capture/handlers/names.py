@@ -68,15 +68,25 @@ def delete_deref(tx, ins):
     raise Unsupported("deleting a closure variable")
 
 
+def _getattr_or_raise(tx, obj, name):
+    """``obj.name``; a missing attribute raises AttributeError in the traced code (catchable)."""
+    from ..values.exceptions import raise_python
+    from ..values.objects import AttributeMissing
+    try:
+        return obj.getattr(tx, name)
+    except AttributeMissing as e:
+        raise_python(AttributeError, e.reason)
+
+
 def load_attr(tx, ins):
     obj = tx.pop()
-    tx.push(obj.getattr(tx, ins.argval))
+    tx.push(_getattr_or_raise(tx, obj, ins.argval))
 
 
 def load_method(tx, ins):
     obj = tx.pop()
     tx.push(NULL)
-    tx.push(obj.getattr(tx, ins.argval))
+    tx.push(_getattr_or_raise(tx, obj, ins.argval))
 
 
 def store_attr(tx, ins):

@@ -257,6 +257,12 @@ class GradModeValue(Value):
         tx.state.set_grad_mode(self.prior)
         return const(None)
 
+    def getattr(self, tx, name):
+        if name == "__class__":   # the decorator form re-creates the context per call
+            from .builder import wrap
+            return wrap(tx, self.python_type(), None)
+        return super().getattr(tx, name)
+
     def call(self, tx, args, kwargs):
         # used as a decorator: @torch.no_grad() on a function made in the frame
         if len(args) == 1 and not kwargs:
@@ -373,6 +379,11 @@ def realize(v: Value, tx=None):
     real = getattr(v, "real_object", None)
     if real is not None:
         return real()
+    from .objects import ReplayedObjectValue
+    if isinstance(v, ReplayedObjectValue):
+        # built on fakes by its own constructor: right class and fields (dataclasses.fields,
+        # is_dataclass); a fake leaking out of the call is refused when the result is wrapped
+        return v.instance
     if isinstance(v, (DictValue, ListValue)) and getattr(v, "real", None) is not None and tx is not None \
             and id(v) not in tx.state.side_effects.mutated_containers and not v.dirty:
         return v.real

@@ -61,11 +61,10 @@ class SequenceValue(Value):
         return self.python_type()(i.as_constant() for i in self.items)
 
     def getitem(self, tx, key):
-        if isinstance(key, SliceValue):
-            return self.__class__(self.items[key.as_constant()])
         k = key.as_constant()
         if isinstance(k, slice):
-            return self.__class__(self.items[k])
+            # a slice of a tuple (named or not) is a plain tuple; of a list, a new list
+            return (ListValue if isinstance(self, ListValue) else TupleValue)(self.items[k])
         if isinstance(k, bool) or not isinstance(k, int):
             raise Unsupported(f"{self.python_type().__name__} indices must be integers, got {type(k).__name__}")
         try:

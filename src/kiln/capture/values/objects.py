@@ -74,7 +74,7 @@ _PURE_READS = frozenset({"get", "__getitem__", "__contains__", "__len__", "keys"
 
 def _builtin_container(obj) -> bool:
     """Objects whose C read methods are side-effect free and cheap to re-run in guards."""
-    return isinstance(obj, (dict, list, tuple, str, set, frozenset, bytes))
+    return isinstance(obj, (dict, list, tuple, str, set, frozenset, bytes, types.MappingProxyType))
 
 
 class CMethodValue(Value):
@@ -148,6 +148,19 @@ class DunderProtocol:
             raise Unsupported(f"len() of a {self.python_type().__name__} object")
         return method.call(tx, [], {}).as_constant()
 
+    def _traced_truth(self, tx):
+        """bool() as Python computes it: ``__bool__``, else ``__len__``, else True; traced
+        when those are Python code, None when one of them is a C method."""
+        for name in ("__bool__", "__len__"):
+            owner, raw = lookup_class_attr(self.python_type(), name)
+            if raw is None:
+                continue
+            method = bind_class_attr(tx, owner, raw, self, name)
+            if method is None or isinstance(method, CMethodValue):
+                return None
+            return bool(method.call(tx, [], {}).as_constant())
+        return True
+
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
             method = self._dunder(tx, "__contains__")
@@ -203,9 +216,9 @@ class ObjectValue(DunderProtocol, Value):
         return f"{type(self.obj).__name__} object{where}"
 
     def truth(self, tx):
-        cls = type(self.obj)
-        if lookup_class_attr(cls, "__bool__")[1] is None and lookup_class_attr(cls, "__len__")[1] is None:
-            return True
+        traced = self._traced_truth(tx)
+        if traced is not None:
+            return traced
         return bool(self.obj) if self.source is None else _guarded_truth(tx, self)
 
     def getattr(self, tx, name):
@@ -410,9 +423,10 @@ class NewObjectValue(DunderProtocol, Value):
         return bind_class_attr(tx, owner, raw, self, "__call__").call(tx, args, kwargs)
 
     def truth(self, tx):
-        if lookup_class_attr(self.cls, "__bool__")[1] is None and lookup_class_attr(self.cls, "__len__")[1] is None:
-            return True
-        raise Unsupported(f"truth value of a {self.cls.__name__} object with __bool__/__len__")
+        traced = self._traced_truth(tx)
+        if traced is None:
+            raise Unsupported(f"truth value of a {self.cls.__name__} object (a C __bool__/__len__)")
+        return traced
 
     def contents(self):
         return list(self.attrs.values())
