@@ -209,6 +209,9 @@ class BoundMethodValue(Value):
             return cg.source_expr(self.source)
         return f"{cg.ref(types.MethodType)}({cg.expr(self.func)}, {cg.expr(self.self_value)})"
 
+    def contents(self):
+        return [self.func, self.self_value]
+
 
 class PartialValue(Value):
     def __init__(self, func: Value, args: list, kwargs: dict, source=None, real=None):
@@ -239,6 +242,9 @@ class PartialValue(Value):
         import functools
         parts = [cg.expr(self.func)] + [cg.expr(a) for a in self.args] + [f"{k}={cg.expr(v)}" for k, v in self.kwargs.items()]
         return f"{cg.ref(functools.partial)}({', '.join(parts)})"
+
+    def contents(self):
+        return [self.func, *self.args, *self.kwargs.values()]
 
 
 def constant_or_none(v: Value | None):

@@ -78,10 +78,8 @@ class TensorValue(Value):
                 from .builder import wrap
                 return wrap(tx, tx.state.real_value(self.source).grad, _attr(self.source, "grad"))
             raise Unsupported("reading .grad of a tensor computed inside the compiled region")
-        if name in DATA_DEPENDENT:
-            raise Unsupported(f"Tensor.{name} needs the tensor's data in Python")
-        if name in UNSUPPORTED_METHODS:
-            raise Unsupported(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
+        # data-dependent and unsupported methods refuse when called, so that a graph
+        # break lands on the CALL (resumable), not on LOAD_METHOD
         if hasattr(torch.Tensor, name):
             return TensorMethodValue(self, name)
         from .objects import AttributeMissing
@@ -127,6 +125,12 @@ class TensorMethodValue(Value):
 
     def python_type(self):
         return type(torch.Tensor.add)
+
+    def reconstruct(self, cg):
+        return f"{cg.expr(self.tensor)}.{self.name}"
+
+    def contents(self):
+        return [self.tensor]
 
     def call(self, tx, args, kwargs):
         name, t = self.name, self.tensor

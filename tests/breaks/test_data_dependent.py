@@ -1,0 +1,193 @@
+"""Breaks that come from reading tensor data: .item()/.tolist() feeding Python,
+branches on tensor values, data-dependent while loops, and loops with a break in the
+body.
+
+Python numbers read from tensors flow into the continuation as constants (Kiln
+specialises them and guards their value), so a new value recompiles the
+continuation; the counts below say so where it matters.
+"""
+from __future__ import annotations
+
+import torch
+
+import kiln
+
+from .harness import check, log, randn, seeds
+
+
+def test_item_used_in_python_arithmetic():
+    def f(x):
+        s = x.sum().item()
+        scale = s * 2 + 1
+        return x * scale
+
+    # graph 1: x.sum(); the continuation x * scale compiles once per value of the float
+    # (a recompile of the continuation, which itself has no break)
+    check(f, seeds(lambda s: (randn(s, 4),)), graphs=2, total_graphs=3, breaks=1)
+
+
+def test_item_same_value_reuses_the_continuation():
+    def f(x):
+        n = int(x.max().item())
+        return x[:n] * n
+
+    inputs = [(torch.tensor([3.0, 1.0, 2.0, 0.5]),), (torch.tensor([0.5, 3.0, 1.0, 2.5]),)]
+    check(f, inputs, graphs=2, breaks=1)
+
+
+def test_tolist_used_in_python():
+    def f(x):
+        values = x.round().tolist()
+        total = sum(values)
+        log("values", values)
+        return x + total, len(values)
+
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=2, total_graphs=3, breaks=1)
+
+
+def test_item_then_print():
+    def f(x):
+        m = x.abs().max().item()
+        print("max is", round(m, 4))
+        return x / m
+
+    # the continuation (with its print break) recompiles for the second value of m
+    check(f, seeds(lambda s: (randn(s, 5),)), graphs=2, total_graphs=3, breaks=2, total_breaks=3)
+
+
+def _signed(s):
+    x = randn(s, 3, 3).abs() + 0.1
+    return (x if s == 0 else -x,)
+
+
+def test_branch_on_tensor_value_both_directions():
+    def f(x):
+        y = x * 2
+        if y.sum() > 0:
+            y = y + 10
+        else:
+            y = y - 10
+        return y.cos()
+
+    # first call takes the true branch: frame graph + that continuation; the second
+    # takes the false branch, whose continuation compiles then (graph 3)
+    check(f, seeds(_signed), graphs=2, total_graphs=3, breaks=1)
+
+
+def test_branch_only_taken_side_compiles():
+    def f(x):
+        if (x > 0).all():
+            log("positive")
+            return x.sqrt()
+        log("not positive")
+        return x.abs().sqrt() * -1
+
+    _, counter = check(f, [_signed(0), _signed(0)], graphs=2, breaks=1)
+    assert counter.frame_count == 2
+
+
+def test_branch_with_and_or():
+    def f(x, y):
+        if x.mean() > 0 and y.mean() > 0:
+            return x + y
+        return x - y
+
+    inputs = [(randn(0, 4).abs(), randn(1, 4).abs()), (randn(0, 4).abs(), -randn(1, 4).abs()),
+              (-randn(2, 4).abs(), randn(3, 4))]
+    # each `and` operand is its own break.  Input 1 takes the second test's false exit
+    # (graph 4); input 2 the first test's false exit, the same bytecode, but a
+    # continuation of a different code object, so it compiles again (graph 5).
+    check(f, inputs, graphs=3, total_graphs=5, breaks=2)
+
+
+def test_branch_on_bool_of_tensor_in_expression():
+    def f(x):
+        y = x + 1
+        z = y * 2 if bool(y.max() > 1.5) else y / 2
+        return z - x
+
+    check(f, [(randn(0, 4).abs() + 1,), (randn(1, 4).abs() * 0.1,)], graphs=2, total_graphs=3, breaks=1)
+
+
+def test_while_loop_data_dependent():
+    def f(x):
+        steps = 0
+        while x.norm() > 1:
+            x = x / 2
+            steps += 1
+        return x, steps
+
+    # every loop test is a break; each iteration resumes with `steps` as a constant,
+    # so every iteration count is a new continuation entry (current gap, see
+    # docs/architecture.md): 3 and 5 iterations give these counts today
+    inputs = [(torch.full((4,), 3.0),), (torch.full((4,), 10.0),)]
+    check(f, inputs, graphs=4, total_graphs=6, breaks=4, total_breaks=6)
+
+
+def test_while_loop_with_print():
+    def f(x):
+        i = 0
+        while x.sum() < 20:
+            print("iteration", i)
+            x = x * 2
+            i += 1
+        return x
+
+    inputs = [(torch.ones(3),), (torch.full((3,), 2.0),)]
+    # CURRENT COUNTS (gap: every iteration resumes in a new continuation, a copy of the
+    # previous one).  Input 0 runs 3 iterations: the first test, then a graph per
+    # `x * 2` + test = 4 graphs; a break per test and per print = 7.  Input 1 runs 2
+    # iterations along the same chain; its exit has no tensor work: no new graph.
+    check(f, inputs, graphs=4, breaks=7, min_prints=5)
+
+
+def test_for_loop_with_print_in_body():
+    def f(x):
+        for i in range(4):
+            print(i)
+            x = x * 2
+        return x + 1
+
+    # CURRENT COUNTS (gap): each iteration resumes in a new continuation (i is a
+    # constant there) and the range iterator reaches it as a real tuple_iterator,
+    # which Kiln cannot iterate, so FOR_ITER breaks too: 4 print + 4 FOR_ITER breaks,
+    # a graph per `x * 2` and one for the tail `x + 1` (5).  Ideal: 1 break, 2 graphs.
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=5, breaks=8, min_prints=8)
+
+
+def test_for_loop_over_list_with_log_and_break():
+    def f(x, items):
+        acc = x
+        for k in items:
+            log("item", k)
+            kiln.graph_break()
+            acc = acc + k
+        return acc
+
+    # CURRENT COUNTS (gap, as above): a graph_break and a FOR_ITER break per item
+    check(f, [(randn(0, 2), [1, 2, 3]), (randn(1, 2), [1, 2, 3])], graphs=3, breaks=6)
+
+
+def test_for_loop_accumulating_items():
+    def f(x):
+        total = 0.0
+        for row in x:
+            total += row.sum().item()
+        return total, x.mean()
+
+    # CURRENT COUNTS (gap, as above): per row an item() break and a FOR_ITER break.
+    # `total` only flows through the continuations (its guards are lazy: nothing
+    # reads its value), so the second input set (other sums) reuses every entry.
+    check(f, [(torch.ones(3, 2),), (torch.arange(6.0).reshape(3, 2),)], graphs=4, breaks=6)
+
+
+def test_item_in_nested_condition_and_index():
+    def f(x, table):
+        k = int(x.argmax().item())
+        if table[k] > 1:
+            return x * table[k]
+        return x + k
+
+    table = [0, 5, 2, 7]
+    check(f, [(torch.tensor([0.0, 3.0, 1.0, 2.0]), table), (torch.tensor([4.0, 1.0, 1.0, 2.0]), table)],
+          graphs=2, total_graphs=3, breaks=1)
