@@ -3,6 +3,7 @@ entry (guard function + glue function) from generated source."""
 from __future__ import annotations
 
 import inspect
+import linecache
 import time
 from dataclasses import dataclass, field
 
@@ -79,10 +80,14 @@ def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> En
             except BreakHere as b:
                 outcome = ("break", b.ins)
             except TracedException as e:
-                raise Unsupported(f"the frame raises {e.value.describe()} (eager will raise it)") from None
+                raise Unsupported(f"the frame raises {e.value.describe()} (eager will raise it)") \
+                    .with_location(*tracer.location()) from None
             if tracer.yields is not None:
-                raise Unsupported(f"{fn.__code__.co_name} is a generator function; Kiln compiles ordinary "
-                                  f"functions only")
+                code = fn.__code__
+                raise Unsupported(f"{code.co_name} is a generator function; Kiln compiles ordinary "
+                                  f"functions only").with_location(
+                    f"{code.co_filename}:{code.co_firstlineno}",
+                    linecache.getline(code.co_filename, code.co_firstlineno).rstrip() or None)
             final_grad = torch.is_grad_enabled()
             state.restore_global_state()
         except Unsupported as e:

@@ -1,0 +1,157 @@
+"""Negative programs: with ``fullgraph=True`` Kiln must refuse them with
+``kiln.Unsupported`` naming the construct and pointing at the user's file:line (the
+line marked ``# <-- refused``).  None of them may produce a graph."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+import kiln
+from .capture_harness import Refusal, run_refusal
+
+import pytest
+
+
+def x1(r):
+    return (r.randn(3, 4),)
+
+
+def f_print(x):
+    y = x + 1
+    print("y is", y)  # <-- refused
+    return y
+
+
+def f_item(x):
+    s = x.sum().item()  # <-- refused
+    return x * s
+
+
+def f_branch_on_tensor(x):
+    if x.sum() > 0:  # <-- refused
+        return x
+    return -x
+
+
+def f_generator(x):  # <-- refused
+    yield x + 1
+
+
+@kiln.disable
+def _kiln_disabled(t):
+    return t * 2
+
+
+def f_calls_kiln_disabled(x):
+    return _kiln_disabled(x) + 1  # <-- refused
+
+
+def _torch_disabled_impl(t):
+    return t * 3
+
+
+_torch_disabled = torch.compiler.disable(_torch_disabled_impl)
+
+
+def f_calls_torch_disabled(x):
+    return _torch_disabled(x) - 1  # <-- refused
+
+
+def f_max_of_tensors(x, y):
+    return max(x, y)  # <-- refused
+
+
+def f_boolean_mask(x):
+    return x[x > 0]  # <-- refused
+
+
+def f_nonzero(x):
+    return torch.nonzero(x)  # <-- refused
+
+
+def f_int_of_tensor(x):
+    return x * int(x.sum())  # <-- refused
+
+
+def f_math_of_tensor(x):
+    return math.sqrt(x.sum())  # <-- refused
+
+
+def f_tolist(x):
+    return x.tolist()  # <-- refused
+
+
+def f_backward(x):
+    y = (x * 2).sum()
+    y.backward()  # <-- refused
+    return y
+
+
+def _helper_with_print(t):
+    print(t.shape)  # <-- refused
+    return t
+
+
+def f_print_in_helper(x):
+    return _helper_with_print(x * 2) + 1
+
+
+def f_graph_break(x):
+    y = x + 1
+    kiln.graph_break()  # <-- refused
+    return y
+
+
+def f_class_definition(x):
+    class Local:  # <-- refused
+        pass
+    return x
+
+
+def f_list_index_of_tensor(x, y):
+    return [x, y].index(y)  # <-- refused
+
+
+def f_raises(x):
+    raise ValueError("no")  # <-- refused
+
+
+class _Hooked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.lin.register_forward_hook(lambda m, i, o: None)
+
+    def forward(self, x):
+        return self.lin(x)  # <-- refused
+
+
+REFUSALS = [
+    Refusal("print", f_print, x1, r"print\(\)"),
+    Refusal("item", f_item, x1, r"Tensor\.item"),
+    Refusal("branch_on_tensor", f_branch_on_tensor, x1, r"branching on the value of a tensor"),
+    Refusal("generator_frame", f_generator, x1, r"generator function"),
+    Refusal("kiln_disable", f_calls_kiln_disabled, x1, r"_kiln_disabled.*kiln\.disable"),
+    Refusal("torch_compiler_disable", f_calls_torch_disabled, x1, r"_torch_disabled_impl.*torch\.compiler\.disable"),
+    Refusal("max_of_tensors", f_max_of_tensors, lambda r: (r.randn(3), r.randn(3)), r"max\(\) over tensors"),
+    Refusal("boolean_mask_index", f_boolean_mask, x1, r"depends on tensor data"),
+    Refusal("nonzero", f_nonzero, x1, r"nonzero.*depends on tensor data"),
+    Refusal("int_of_tensor", f_int_of_tensor, x1, r"int\(\) of a tensor"),
+    Refusal("math_of_tensor", f_math_of_tensor, x1, r"math\.sqrt of a tensor"),
+    Refusal("tolist", f_tolist, x1, r"Tensor\.tolist"),
+    Refusal("backward", f_backward, lambda r: (r.randn(3, requires_grad=True),), r"backward\(\)"),
+    Refusal("print_in_helper", f_print_in_helper, x1, r"print\(\)", where=_helper_with_print),
+    Refusal("graph_break", f_graph_break, x1, r"graph break"),
+    Refusal("class_definition", f_class_definition, x1, r"defining a class"),
+    Refusal("list_index_of_tensor", f_list_index_of_tensor, lambda r: (r.randn(3), r.randn(3)),
+            r"branching on the value of a tensor"),
+    Refusal("frame_raises", f_raises, x1, r"raises ValueError"),
+    Refusal("module_hooks", _Hooked(), x1, r"hooks"),
+]
+
+
+@pytest.mark.parametrize("case", REFUSALS, ids=[c.name for c in REFUSALS])
+def test_refused(case):
+    run_refusal(case)
