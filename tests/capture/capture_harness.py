@@ -243,7 +243,8 @@ def run_case(case: Case):
         assert (counter.frame_count, counter.op_count) == first, \
             f"the second input set recompiled: {counter!r} after {first}"
     else:
-        assert counter.frame_count == first[0] + case.recompiles
+        assert counter.frame_count == first[0] + case.recompiles, \
+            f"expected {case.recompiles} recompile(s) on the second input set: {counter!r} after {first}"
 
 
 def parametrize(cases):

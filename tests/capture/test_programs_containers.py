@@ -380,13 +380,33 @@ def nested_output(x, y):
     return [(x + y, {"a": [y * 2, (x,)]}), None, "tag", 3.5]
 
 
+def constants_of_every_kind(x):
+    consts = (None, True, 3, 2.5, 1 + 2j, "s", b"b", ..., (1, (2, "x")), frozenset({1}), -0.0)
+    k = 0
+    for c in consts:
+        if c is not None and c is not ... and not isinstance(c, (complex, bytes)):
+            k += 1
+    return x * k, consts, {"nested": ((1, 2), [3.5])}
+
+
+def list_input_slice_assign(xs, x):
+    xs[1:] = [x, x * 2]
+    del xs[0]
+    return len(xs)
+
+
 ALIASING = [
     Case("same_tensor_twice", same_tensor_twice, x1, 1, 1),
     Case("return_input_container", return_input_container, lambda r: ([r.randn(2)], r.randn(2)), 0, 0),
     Case("nested_output", nested_output, xy, 1, 2),
 ]
 
-CASES = TUPLES + LISTS + UNPACK + DICTS + SETS + MEMBERSHIP + STRINGS + ALIASING
+CONSTANTS = [
+    Case("constants_of_every_kind", constants_of_every_kind, x1, 1, 1),
+    Case("list_input_slice_assign", list_input_slice_assign, lambda r: (three(r), r.randn(2, 3)), 1, 1),
+]
+
+CASES = TUPLES + LISTS + UNPACK + DICTS + SETS + MEMBERSHIP + STRINGS + ALIASING + CONSTANTS
 
 
 @parametrize(CASES)

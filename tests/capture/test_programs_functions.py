@@ -411,12 +411,44 @@ def calls_compiled_method(obj, x):
     return obj.run(x) + 1
 
 
+def del_attributes(p, x):
+    q = Scaler(x)
+    q.extra = 1
+    del q.extra
+    del p.k
+    return q.apply(x), hasattr(q, "extra"), hasattr(p, "k")
+
+
+def two_level_closure(x):
+    a = 2
+
+    def outer(t):
+        b = 3
+
+        def inner(u):
+            return u * a + b
+        return inner(t) + a
+    return outer(x)
+
+
+def entry_kwonly_posonly(x, /, y, *, scale=2.0, shift):
+    return (x + y) * scale + shift
+
+
 NESTED = [
     Case("calls_compiled_inner", calls_compiled_inner, x1, 1, 6),
     Case("calls_compiled_method", calls_compiled_method, lambda r: I(CompiledMethod(), r.randn(3)), 1, 2),
 ]
 
-CASES = GLOBALS + CELLS + CALLS + LAMBDAS + METHODS + NESTED
+MORE = [
+    Case("del_attributes", del_attributes, lambda r: I(Scaler(2.0), r.randn(3)), 1, 1),
+    Case("two_level_closure", two_level_closure, x1, 1, 3),
+    Case("entry_kwonly_posonly", entry_kwonly_posonly, lambda r: I(r.randn(2), r.randn(2), shift=r.randn(2)), 1, 3),
+    Case("entry_kwonly_default_given", entry_kwonly_posonly,
+         lambda r: I(r.randn(2), y=r.randn(2), scale=0.5, shift=1.0), 1, 3),
+]
+
+CASES = GLOBALS + CELLS + CALLS + LAMBDAS + METHODS + NESTED + MORE
 
 
 @parametrize(CASES)

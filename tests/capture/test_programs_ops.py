@@ -277,12 +277,33 @@ def slice_objects(x):
     return x[s], x[s, :2]
 
 
+def slice_inplace(x):
+    y = x.clone()
+    y[:, :2] += 1
+    y[0] *= 2
+    return y
+
+
+def reversed_tensor(x):
+    rows = [r * 1 for r in reversed(x)]
+    return reversed(x), rows
+
+
+def walrus_and_chained(x, n):
+    if (m := n * 2) > 3 and 0 <= m < 100:
+        x = x * m
+    return x, m
+
+
 INDEXING = [
     Case("index_forms", index_forms, x1, 1, 7),
     Case("index_with_tensor", index_with_tensor, lambda r: (r.randn(4, 4), r.randint(0, 4, 3)), 1, 2),
     Case("setitem_on_copy", setitem_on_copy, x1, 1, 5),
     Case("setitem_on_input", setitem_on_input, lambda r: (r.randn(3, 4), r.randn(4)), 1, 2),
     Case("slice_objects", slice_objects, x1, 1, 2),
+    Case("slice_inplace", slice_inplace, x1, 1, 7),
+    Case("reversed_tensor", reversed_tensor, x1, 1, 9),
+    Case("walrus_and_chained", walrus_and_chained, lambda r: I(r.randn(2), 4), 1, 1),
 ]
 
 

@@ -156,7 +156,11 @@ def _zip(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
-    return IteratorValue(list(reversed(_iter_items(tx, args[0]))))
+    t = args[0]
+    if isinstance(t, TensorValue):
+        # Tensor.__reversed__: the tensor flipped along dim 0 (a 0-d tensor is returned as is)
+        return t if t.fake.ndim == 0 else graph_call(tx, "call_method", "flip", [t, const(0)], {})
+    return IteratorValue(list(reversed(_iter_items(tx, t))))
 
 
 def _iter(tx, args, kwargs):
