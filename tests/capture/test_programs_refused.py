@@ -155,3 +155,28 @@ REFUSALS = [
 @pytest.mark.parametrize("case", REFUSALS, ids=[c.name for c in REFUSALS])
 def test_refused(case):
     run_refusal(case)
+
+
+_SEEN_COMPILING = []
+
+
+@kiln.disable
+def _disabled_probe(t):
+    _SEEN_COMPILING.append(torch.compiler.is_compiling())
+    return t * 2
+
+
+def f_around_disabled(x):
+    return _disabled_probe(x + 1) - 1
+
+
+def test_disabled_function_runs_as_python_without_fullgraph():
+    # not traced: it runs for real between two graphs, and sees is_compiling() False
+    from kiln.testing import CompileCounter
+    counter = CompileCounter()
+    compiled = kiln.compile(f_around_disabled, backend=counter)
+    _SEEN_COMPILING.clear()
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), f_around_disabled(x))
+    assert _SEEN_COMPILING == [False, False]
+    assert (counter.frame_count, counter.op_count) == (2, 2)
