@@ -141,31 +141,41 @@ class Codegen:
 
     # -- side effects --------------------------------------------------------------------------
     def side_effect_lines(self):
+        """Replay Python side effects: every value is evaluated first (against the state
+        the frame started from, which is what the traced values describe), then all the
+        writes happen, in order."""
         from .values.objects import _DELETED
         se = self.state.side_effects
+        writes: list[str] = []
+
+        def hold(text: str) -> str:
+            if text.isidentifier() or text.replace("_", "").isalnum():
+                return text
+            t = self._temp()
+            self.lines.append(f"{t} = {text}")
+            return t
+
         for container in se.mutated_containers.values():
-            target = self.source_expr(container.source)
-            contents = container.rebuild_contents(self)
+            target = hold(self.source_expr(container.source))
+            contents = hold(container.rebuild_contents(self))
             if isinstance(container.items, list):
-                self.lines.append(f"{target}[:] = {contents}")
+                writes.append(f"{target}[:] = {contents}")
             else:
-                t, new = self._temp(), self._temp()
-                self.lines.append(f"{new} = {contents}")
-                self.lines.append(f"{t} = {target}")
-                self.lines.append(f"{t}.clear()")
-                self.lines.append(f"{t}.update({new})")
+                writes += [f"{target}.clear()", f"{target}.update({contents})"]
         for obj_value, name, value in se.replayed_attr_writes():
-            target = self.expr(obj_value)
+            target = hold(self.expr(obj_value))
             if value is _DELETED:
-                self.lines.append(f"del {target}.{name}")
+                writes.append(f"del {target}.{name}")
             else:
-                self.lines.append(f"{target}.{name} = {self.expr(value)}")
+                writes.append(f"{target}.{name} = {hold(self.expr(value))}")
         for gdict, name, value in se.global_writes.values():
-            self.lines.append(f"{self.ref(gdict)}[{name!r}] = {self.expr(value)}")
+            writes.append(f"{self.ref(gdict)}[{name!r}] = {hold(self.expr(value))}")
         for cell, value in se.cell_writes.values():
             if cell.source is None:
                 raise Unsupported("writing a closure variable of a function Kiln cannot locate")
-            self.lines.append(f"{self.source_expr(cell.source)} = {self.expr(value)}")
+            target = hold(self.source_expr(cell.source).rsplit(".cell_contents", 1)[0])
+            writes.append(f"{target}.cell_contents = {hold(self.expr(value))}")
+        self.lines.extend(writes)
 
 
 def collect_tensors(values: list) -> list[TensorValue]:

@@ -166,12 +166,14 @@ def _finish(state, fn, final_grad, backend, backend_name, tracer, result=None, p
     if final_grad != state._initial_grad_mode:
         cg.lines.append(f"{cg.ref(torch._C._set_grad_enabled)}({final_grad})")
     if plan is None:
-        ret = cg.expr(result)
+        cg.lines.append(f"___ret = {cg.expr(result)}")
         cg.side_effect_lines()
-        tail = [f"return {ret}"]
+        tail = ["return ___ret"]
     else:
-        cg.side_effect_lines()
         args = [cg.expr(v) for v in plan.values()]
+        cg.lines.append(f"___args = ({''.join(a + ', ' for a in args)})")
+        cg.side_effect_lines()
+        args = ["*___args"]
         step = cg.ref(plan.step_factory(fn))
         closure = "___fn.__closure__"
         if plan.cells:

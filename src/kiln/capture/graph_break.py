@@ -73,8 +73,7 @@ class BreakPlan:
             return
         target = self.stack_values[callable_slot]
         if not any(_holds_tensor(v) for v in self.stack_values[callable_slot + 1:]) and \
-                not isinstance(target, ModuleValue) and not (isinstance(target, BoundMethodValue)
-                                                              and isinstance(target.self_value, ModuleValue)):
+                not isinstance(target, ModuleValue):
             # a callee given no tensors gains nothing from capture (e.g. numpy helpers):
             # it runs as plain Python, and its results are not specialised on
             return
@@ -90,8 +89,9 @@ class BreakPlan:
 
 
 def _holds_tensor(v, depth=0) -> bool:
+    """Tensors (or modules, which hold them) among a call's arguments."""
     from .values.tensor import TensorValue
-    if isinstance(v, TensorValue):
+    if isinstance(v, (TensorValue, ModuleValue)):
         return True
     if depth > 4:
         return False

@@ -46,7 +46,8 @@ def binary(tx, fn, a: Value, b: Value) -> Value:
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return graph_call(tx, "call_function", fn, [a, b], {})
     if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
-        return _fold(fn, a, b)
+        lazy = _lazy_arithmetic(fn, a, b)
+        return lazy if lazy is not None else _fold(fn, a, b)
     structural = _sequence_op(tx, fn, a, b)
     if structural is not None:
         return structural
@@ -56,6 +57,37 @@ def binary(tx, fn, a: Value, b: Value) -> Value:
     if user is not None:
         return user
     raise Unsupported(f"operator {fn.__name__} on {a.describe()} and {b.describe()}")
+
+
+_ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+               operator.floordiv: "//", operator.mod: "%", operator.pow: "**"}
+
+
+def _lazy_arithmetic(fn, a: ConstantValue, b: ConstantValue):
+    """Arithmetic on numbers that are not specialised yet stays unspecialised.
+
+    The result knows its value (for whoever needs it, which then guards both operands)
+    but the glue recomputes it from the operands' sources, so a running total or a
+    loop index flowing through continuations does not recompile per value.
+    """
+    symbol = _ARITHMETIC.get(fn)
+    if symbol is None or not (a.is_lazy() or b.is_lazy()):
+        return None
+    va, vb = a.peek(), b.peek()
+    if not all(type(v) in (int, float) for v in (va, vb)):
+        return None
+    try:
+        value = fn(va, vb)
+    except Exception:
+        return None
+
+    def consume():
+        _ = a.value, b.value
+
+    def rebuild(cg):
+        return f"({cg.expr(a)} {symbol} {cg.expr(b)})"
+
+    return ConstantValue(value, None, pending_guard=consume, rebuild=rebuild)
 
 
 def inplace(tx, fn, a: Value, b: Value) -> Value:
@@ -170,12 +202,28 @@ def identical(tx, a: Value, b: Value) -> bool:
         return a.value is b.value
     ra, rb = getattr(a, "real_object", None), getattr(b, "real_object", None)
     if ra is not None and rb is not None:
-        return ra() is rb()
+        same = ra() is rb()
+        _guard_identity(tx, a, b, same)
+        return same
     if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
         return False  # a constant is never the same object as a symbolic value
     if type(a) is not type(b):
         return False
     return False
+
+
+def _guard_identity(tx, a: Value, b: Value, same: bool) -> None:
+    """``a is b`` was decided on the real objects: make later calls check it again."""
+    sa, sb = a.source, b.source
+    if sa is None and sb is None:
+        return
+    guards = tx.state.guards
+    if sa is None:
+        sa, sb, a, b = sb, None, b, a
+    other = guards.ns.ref(b.real_object()) if sb is None else "{v1}"
+    check = f"{{v}} is {other}" if same else f"{{v}} is not {other}"
+    desc = f"{sa.describe()} {'is' if same else 'is not'} {sb.describe() if sb else b.describe()}"
+    guards.add("alias", sa, check, desc, uses=(sb,) if sb is not None else ())
 
 
 def contains(tx, container: Value, item: Value) -> bool:

@@ -18,7 +18,7 @@ import dis
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, ControlFlowGraph, FreeVar, Instr, Label
 
 from ..exc import Unsupported
 from .instructions import exception_table
@@ -85,7 +85,7 @@ class Resumption:
 
 def _prepared(code):
     """(bytecode list, positions of real instructions, index of the first instruction after RESUME)."""
-    bc = Bytecode.from_code(code)
+    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)  # see _build
     positions = [i for i, x in enumerate(bc) if isinstance(x, Instr)]
     resume_pos = next(p for p in positions if bc[p].name == "RESUME")
     return bc, positions, resume_pos
@@ -132,7 +132,11 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
     new.posonlyargcount = 0
     new.kwonlyargcount = 0
     new.flags = code.co_flags & ~(0x04 | 0x08)  # no *args / **kwargs: everything is passed positionally
-    return new.to_code()
+    # The prologue jumps past the try-blocks' starts, so a flow analysis from the entry
+    # misses them (depth 32768, handlers left out of the stack size): keep the frame's
+    # own exception-table depths, and a stack at least as large as the frame's.
+    size = ControlFlowGraph.from_bytecode(new).compute_stacksize(compute_exception_stack_depths=False)
+    return new.to_code(stacksize=max(size, code.co_stacksize), compute_exception_stack_depths=False)
 
 
 def _prologue(resumption: Resumption, jump_to: Label) -> list:

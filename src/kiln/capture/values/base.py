@@ -83,11 +83,41 @@ class Value:
 
 
 class ConstantValue(Value):
-    """An immutable Python value known at trace time (guarded if it has a source)."""
+    """An immutable Python value known at trace time (guarded if it has a source).
 
-    def __init__(self, value, source=None):
-        self.value = value
+    Guards are lazy: a constant read from outside the frame carries the guard to
+    install, and installs it the first time anything looks at ``value``.  A constant
+    that is only passed along (into a call that runs as Python at a graph break, into
+    a continuation, back out as a return value) is rebuilt from its source and never
+    specialises the entry; so BigBird's per-layer ``self.seed`` or a loop index that
+    flows into a continuation does not cause a recompile per value.
+    """
+
+    def __init__(self, value, source=None, pending_guard=None, rebuild=None):
+        self._value = value
         self.source = source
+        self._pending_guard = pending_guard
+        self._rebuild = rebuild     # for derived lazy values: how the glue recomputes it
+
+    def is_lazy(self) -> bool:
+        """Not specialised yet: no guard installed, rebuilt from where it came from."""
+        return self._pending_guard is not None and (self.source is not None or self._rebuild is not None)
+
+    def peek(self):
+        """The value, for deciding whether laziness applies (installs nothing)."""
+        return self._value
+
+    @property
+    def value(self):
+        if self._pending_guard is not None:
+            install, self._pending_guard = self._pending_guard, None
+            install()
+        return self._value
+
+    @value.setter
+    def value(self, new):
+        self._value = new
+        self._pending_guard = None
 
     def python_type(self):
         return type(self.value)
@@ -99,7 +129,7 @@ class ConstantValue(Value):
         return self.value
 
     def describe(self):
-        return f"Constant({self.value!r})"
+        return f"Constant({self._value!r})"
 
     def getattr(self, tx, name):
         from .builder import wrap_real_result
@@ -133,6 +163,11 @@ class ConstantValue(Value):
         return len(self.value)
 
     def reconstruct(self, cg):
+        if self._pending_guard is not None:
+            if self.source is not None:
+                return cg.source_expr(self.source)   # passed along untouched: stays unspecialised
+            if self._rebuild is not None:
+                return self._rebuild(cg)
         return cg.constant_expr(self.value)
 
 

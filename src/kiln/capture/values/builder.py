@@ -52,7 +52,7 @@ def wrap(tx, obj, source) -> Value:
     t = type(obj)
     if t in _LITERALS:
         if guards is not None:
-            guards.constant(source, obj)
+            return ConstantValue(obj, source, pending_guard=lambda: guards.constant(source, obj))
         return ConstantValue(obj, source)
     if isinstance(obj, _METADATA_CONSTANTS) or isinstance(obj, enum.Enum):
         if guards is not None:
@@ -88,8 +88,10 @@ def wrap(tx, obj, source) -> Value:
             return ConstantValue(obj, source)
         return state.remember(obj, SetValue({k: const(k) for k in obj}, source))
     if isinstance(obj, torch.nn.Module):
+        # guarded by type, not identity: every attribute, parameter and submodule read
+        # through it is guarded on its own, so layers of one class share entries
         if guards is not None:
-            guards.identity(source, obj, "module")
+            guards.type_is(source, obj)
         return state.remember(obj, ModuleValue(obj, source))
     if isinstance(obj, types.FunctionType):
         return _wrap_function(tx, obj, source)
