@@ -153,12 +153,13 @@ def _compare(eager: Run, compiled: Run, where: str):
 
 
 def check(fn, inputs, *, graphs, total_graphs=None, breaks=None, total_breaks=None, setup=None, state=None,
-          grad=True, module=False, min_prints=0):
+          grad=True, module=False, min_prints=0, fallbacks=0):
     """Compare eager and compiled ``fn`` on every input set (a list of argument tuples).
 
     ``graphs``/``breaks``: graphs compiled and graph breaks recorded after the first input
     set; ``total_graphs``/``total_breaks``: after all of them (default: no more).
     ``module=True``: ``fn`` is an nn.Module; eager and compiled each get their own copy.
+    ``fallbacks``: frames expected to run eagerly (e.g. a continuation that always raises).
     Returns the compiled callable and its counter.
     """
     assert len(inputs) >= 2, "every scenario runs on at least two input sets"
@@ -185,7 +186,7 @@ def check(fn, inputs, *, graphs, total_graphs=None, breaks=None, total_breaks=No
                                                 f"expected {total_graphs}"
     if total_breaks is not None:
         assert len(kiln.metrics.breaks) == total_breaks, _breaks_message(total_breaks)
-    assert kiln.metrics.eager_fallbacks == 0, f"eager fallbacks: {kiln.metrics.breaks}"
+    assert kiln.metrics.eager_fallbacks == fallbacks, f"eager fallbacks: {kiln.metrics.breaks}"
     assert sum(r.printed.count("\n") for r in runs) >= min_prints, "the scenario should print"
     # the same input set again hits the cache: no capture, no new graph
     captured = kiln.metrics.frames_captured

@@ -273,8 +273,19 @@ class GradModeValue(Value):
         return f"{cg.ref(torch.enable_grad if self.mode else torch.no_grad)}()"
 
     def reconstruct_entered_exit(self, cg) -> str:
-        """The ``__exit__`` of this context, entered again (a with-block that spans a graph break)."""
-        return f"{cg.ref(torch.set_grad_enabled)}({self.mode}).__exit__"
+        """The ``__exit__`` of this context, entered again (a with-block that spans a graph break).
+
+        It restores the mode from before the with-block, not the one the glue runs under
+        (a continuation inside the block runs with the block's mode already on)."""
+        if self.prior is None:
+            return f"{cg.ref(torch.set_grad_enabled)}({self.mode}).__exit__"
+        return f"{cg.ref(_entered_grad_exit)}({self.mode}, {self.prior})"
+
+
+def _entered_grad_exit(mode: bool, prior: bool):
+    ctx = torch.set_grad_enabled(mode)  # switches now
+    ctx.prev = prior
+    return ctx.__exit__
 
 
 def wrap_grad_mode_exit(tx, method, source):

@@ -38,11 +38,28 @@ class ExceptionValue(Value):
     def setattr(self, tx, name, value):
         self.attrs[name] = value
 
+    def contents(self):
+        return [*self.args, *self.attrs.values()]
+
+    def reconstruct(self, cg):
+        # a break inside an except block: the handler's exception, made again (one object
+        # for every place that holds it)
+        args = "".join(f"{cg.expr(a)}, " for a in self.args)
+        attrs = ", ".join(f"{k!r}: {cg.expr(v)}" for k, v in self.attrs.items())
+        return cg.new_object(self, f"{cg.ref(_rebuild)}({cg.ref(self.cls)}, ({args}), {{{attrs}}})")
+
     def to_real(self):
         try:
             return self.cls(*[a.as_constant() for a in self.args])
         except Exception:
             return self.cls()
+
+
+def _rebuild(cls, args, attrs):
+    exc = cls(*args)
+    for k, v in attrs.items():
+        setattr(exc, k, v)
+    return exc
 
 
 class TracedException(Exception):

@@ -1,0 +1,218 @@
+"""Breaks inside blocks: grad-mode context managers (requires_grad of the outputs must
+match eager) and try/except/finally (handlers still run after a break)."""
+from __future__ import annotations
+
+import torch
+
+import kiln
+
+from .harness import check, log, randn, seeds
+
+
+def grad_inputs(s):
+    return (randn(s, 3, requires_grad=True),)
+
+
+def test_break_inside_no_grad():
+    def f(x):
+        y = x * 2
+        with torch.no_grad():
+            z = y + 1
+            print("inside no_grad")
+            w = z * 3
+        return y, z, w, w + x
+
+    check(f, seeds(grad_inputs), graphs=2, breaks=1)
+
+
+def test_break_at_start_of_no_grad():
+    def f(x):
+        with torch.no_grad():
+            print("first thing")
+            a = x.sin()
+        b = x.cos()
+        return a, b
+
+    # graph 1 is only the switch into no_grad (entering the block is recorded in the
+    # graph); graph 2 the rest
+    check(f, seeds(grad_inputs), graphs=2, breaks=1)
+
+
+def test_break_inside_enable_grad_within_no_grad():
+    def f(x):
+        with torch.no_grad():
+            a = x * 2
+            with torch.enable_grad():
+                b = x * 3
+                kiln.graph_break()
+                c = b + x
+            d = c * 2
+        return a, b, c, d
+
+    check(f, seeds(grad_inputs), graphs=2, breaks=1)
+
+
+def test_break_inside_enable_grad_called_under_no_grad():
+    def f(x):
+        y = x + 1
+        with torch.enable_grad():
+            z = x * x
+            print("grad enabled:", torch.is_grad_enabled())
+            z = z.sum()
+        return y, z
+
+    check(f, seeds(grad_inputs), graphs=2, breaks=1, grad=False)
+
+
+def test_two_breaks_in_no_grad_and_after():
+    def f(x):
+        with torch.no_grad():
+            a = x.exp()
+            print("one")
+            b = a * x
+            print("two", torch.is_grad_enabled())
+        print("three", torch.is_grad_enabled())
+        return a, b, (b + x).sum()
+
+    # graphs: exp, a * x, the switch back to grad mode at the block's exit, the tail
+    check(f, seeds(grad_inputs), graphs=4, breaks=3)
+
+
+def test_item_break_in_no_grad():
+    def f(x):
+        with torch.no_grad():
+            scale = x.abs().max().item()
+        return x / scale
+
+    check(f, seeds(grad_inputs), graphs=2, total_graphs=3, breaks=1)
+
+
+def test_break_in_try_body():
+    def f(x):
+        try:
+            y = x + 1
+            print("in try")
+            y = y * 2
+        except ValueError:
+            y = x
+        return y
+
+    check(f, seeds(lambda s: (randn(s, 4),)), graphs=2, breaks=1)
+
+
+def test_exception_after_break_caught_by_handler():
+    def f(x, fail):
+        y = x * 2
+        try:
+            print("before raise")
+            y = y + 1
+            if fail:
+                raise ValueError("boom")
+            y = y * 10
+        except ValueError as e:
+            log("caught", str(e))
+            y = y - 100
+        return y
+
+    # the continuation raises and its handler catches; str() of the traced exception is
+    # a second break (inside the handler, with the exception on the stack)
+    check(f, [(randn(0, 3), True), (randn(1, 3), True)], graphs=3, breaks=2)
+
+
+def test_exception_after_break_both_paths():
+    def f(x, fail):
+        y = x * 2
+        try:
+            print("before raise")
+            if fail:
+                raise KeyError("k")
+            y = y * 10
+        except KeyError:
+            log("handled")
+            y = -y
+        return y
+
+    # the bool is specialised: the second input set recompiles the continuation
+    check(f, [(randn(0, 3), True), (randn(1, 3), False)], graphs=2, total_graphs=3, breaks=1)
+
+
+def test_exception_from_a_breaking_call_is_caught():
+    def explode(x):
+        print("exploding")
+        raise RuntimeError("bad " + str(tuple(x.shape)))
+
+    def f(x):
+        y = x.sin()
+        try:
+            explode(y)
+        except RuntimeError as e:
+            log(str(e))
+            y = y + 1
+        return y
+
+    # the call breaks f; explode() gets a tensor, so it is compiled as its own frame: it
+    # breaks at its print, and its continuation always raises, so that one runs eagerly
+    # (a break record and a fallback).  The exception reaches f's handler inside the
+    # step function, which runs the rest of f as plain Python: one graph (y.sin()).
+    check(f, seeds(lambda s: (randn(s, 2),)), graphs=1, breaks=3, fallbacks=1)
+
+
+def test_finally_runs_after_break():
+    def f(x):
+        try:
+            y = x + 1
+            print("body")
+            y = y * 3
+        finally:
+            log("finally")
+            print("cleanup")
+        return y
+
+    check(f, seeds(lambda s: (randn(s, 4),)), graphs=2, breaks=2)
+
+
+def test_finally_runs_when_exception_escapes():
+    def f(x):
+        try:
+            print("body")
+            x = x + 1
+            raise ValueError("escapes")
+        finally:
+            log("finally ran")
+
+    # eager raises; so does compiled, after the same prints and log.  The continuation
+    # always raises, so Kiln runs it eagerly (recorded as a break and a fallback)
+    check(f, seeds(lambda s: (randn(s, 4),)), graphs=0, breaks=2, fallbacks=1)
+
+
+def test_break_inside_except_handler():
+    def f(x):
+        try:
+            d = {}
+            y = d["missing"]
+        except KeyError:
+            y = x * 5
+            print("in handler")
+            y = y + 1
+        return y
+
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=2, breaks=1)
+
+
+def test_nested_try_with_break():
+    def f(x):
+        out = []
+        try:
+            try:
+                out.append(x + 1)
+                print("inner")
+                raise IndexError("inner error")
+            finally:
+                out.append(x * 2)
+                log("inner finally")
+        except IndexError:
+            out.append(x - 1)
+            log("outer handler")
+        return out
+
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=2, breaks=1)
