@@ -14,7 +14,7 @@ import types
 import torch
 
 from . import backends as _backends
-from .cache import cache_for, reset_caches
+from .cache import cache_for, closure_key, reset_caches
 from .metrics import metrics
 
 _NOTHING = object()
@@ -28,7 +28,8 @@ class CompiledFunction:
         self._kiln_self = bound_self
         self._kiln_backend_name = backend_name
         self._kiln_fullgraph = fullgraph
-        self._kiln_cache = cache_for(fn.__code__, backend, backend_name, fullgraph)
+        self._kiln_variant = closure_key(fn)
+        self._kiln_cache = cache_for(fn.__code__, backend, backend_name, fullgraph, self._kiln_variant)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -37,7 +38,7 @@ class CompiledFunction:
         cache = self._kiln_cache
         if cache.stale:
             cache = self._kiln_cache = cache_for(self._kiln_fn.__code__, cache.backend, cache.backend_name,
-                                                 cache.fullgraph)
+                                                 cache.fullgraph, self._kiln_variant)
         return cache.call(self._kiln_fn, args, kwargs)
 
     def __get__(self, obj, objtype=None):

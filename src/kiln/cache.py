@@ -7,6 +7,7 @@ runs eagerly, with one warning naming the guard that failed.
 """
 from __future__ import annotations
 
+import types
 import warnings
 
 from .config import config
@@ -97,12 +98,42 @@ class FrameCache:
 
 
 _CACHES: dict = {}
+_VARIANTS: dict = {}          # (code, backend, fullgraph) -> number of closure variants made
+MAX_CLOSURE_VARIANTS = 32
 
 
-def cache_for(code, backend, backend_name, fullgraph) -> FrameCache:
-    key = (code, id(backend), fullgraph)
+def closure_key(fn) -> tuple:
+    """What separates functions that share one code object but wrap different code.
+
+    Decorator wrappers (``functools.wraps`` closures) have one code object for every
+    function they decorate; the decorated function sits in a closure cell.  Giving
+    each such variant its own cache keeps one module class's entries from counting
+    against another's recompile limit.  Only module- or class-level functions count,
+    so closures made afresh on every call still share one cache.
+    """
+    cells = fn.__closure__
+    if not cells:
+        return ()
+    key = []
+    for cell in cells:
+        try:
+            contents = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(contents, types.FunctionType) and "<locals>" not in contents.__qualname__:
+            key.append(id(contents))
+    return tuple(key)
+
+
+def cache_for(code, backend, backend_name, fullgraph, variant: tuple = ()) -> FrameCache:
+    base = (code, id(backend), fullgraph)
+    key = base + (variant,)
     c = _CACHES.get(key)
     if c is None:
+        if variant and _VARIANTS.get(base, 0) >= MAX_CLOSURE_VARIANTS:
+            return cache_for(code, backend, backend_name, fullgraph)
+        if variant:
+            _VARIANTS[base] = _VARIANTS.get(base, 0) + 1
         c = _CACHES[key] = FrameCache(code, backend, backend_name, fullgraph)
     return c
 
@@ -111,3 +142,4 @@ def reset_caches():
     for c in _CACHES.values():
         c.stale = True
     _CACHES.clear()
+    _VARIANTS.clear()
