@@ -40,11 +40,13 @@ class BreakPlan:
         self.backend, self.backend_name = backend, backend_name
         live = _liveness(code, tracer.instructions)
         order = {n: i for i, n in enumerate(code.co_varnames)}
-        names = tuple(sorted((n for n in live[ins.index] if n in tracer.locals), key=lambda n: order.get(n, 1 << 30)))
+        self.implicit = _implicit_self(code)
+        names = tuple(sorted((n for n in live[ins.index] | self.implicit if n in tracer.locals),
+                             key=lambda n: order.get(n, 1 << 30)))
         self.stack_values = list(tracer.stack)
         self.local_values = [tracer.locals[n] for n in names]
         layout = tuple(not isinstance(v, NullValue) for v in tracer.stack)
-        self.at = Resumption(ins.index, layout, names)
+        self.at = Resumption(ins.index, layout, names, _self_first(names, self.implicit))
         self.untouched = len(layout) - popped
         self.exits = []
         if ins.opname not in ("JUMP_FORWARD", "JUMP_BACKWARD", "RAISE_VARARGS", "RERAISE"):
@@ -57,8 +59,8 @@ class BreakPlan:
 
     def _resumption(self, index, ins, layout, live, names, jump):
         after = layout[:self.untouched] + (True,) * stack_outputs(ins, jump)
-        kept = tuple(n for n in names if n in live[index])
-        return Resumption(index, after, kept)
+        kept = tuple(n for n in names if n in live[index] or n in self.implicit)
+        return Resumption(index, after, kept, _self_first(kept, self.implicit))
 
     def _compile_callee(self, tracer, ins):
         """A break at a call: the callee runs as its own compiled frame (breaks and all)."""
@@ -82,10 +84,21 @@ class BreakPlan:
             self.stack_values[callable_slot] = _CompiledCallee(target, self.backend, self.backend_name)
 
     def values(self) -> list:
-        return [v for v in self.stack_values if not isinstance(v, NullValue)] + self.local_values
+        return self.at.order([v for v in self.stack_values if not isinstance(v, NullValue)], self.local_values)
 
     def step_factory(self, fn) -> "StepFactory":
         return StepFactory(self, fn.__globals__)
+
+
+def _implicit_self(code) -> frozenset:
+    """A method's first argument, which zero-argument super() reads without LOAD_FAST."""
+    if "__class__" in code.co_freevars and code.co_argcount:
+        return frozenset(code.co_varnames[:1])
+    return frozenset()
+
+
+def _self_first(names, implicit) -> bool:
+    return bool(names) and names[0] in implicit
 
 
 def _holds_tensor(v, depth=0) -> bool:

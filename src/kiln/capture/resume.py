@@ -78,9 +78,14 @@ class Resumption:
     index: int
     stack: tuple      # True for a value slot, False for NULL
     names: tuple      # live locals passed as parameters
+    self_first: bool = False  # names[0] (a method's self) comes first: zero-argument super() reads slot 0
 
     def params(self) -> list[str]:
-        return [f"___stack{i}" for i, is_value in enumerate(self.stack) if is_value] + list(self.names)
+        return self.order([f"___stack{i}" for i, is_value in enumerate(self.stack) if is_value], list(self.names))
+
+    def order(self, stack: list, names: list) -> list:
+        """The parameters (or arguments) for the stack slots and the locals, in order."""
+        return names[:1] + stack + names[1:] if self.self_first else stack + names
 
 
 def _prepared(code):
@@ -183,7 +188,7 @@ def step_code(code, at: Resumption, untouched: int, exits: list) -> types.CodeTy
         stubs.append(label)
         stubs += [Instr("STORE_FAST", t) for t in reversed(temps)]
         args = [f"___stack{i}" for i, v in enumerate(res.stack[:len(res.stack) - produced]) if v]
-        args += temps + list(res.names)
+        args = res.order(args + temps, list(res.names))
         stubs += [Instr("PUSH_NULL"), Instr("LOAD_FAST", f"___cont{n}")]
         stubs += [Instr("LOAD_FAST", a) for a in args]
         stubs += [Instr("PRECALL", len(args)), Instr("CALL", len(args)), Instr("RETURN_VALUE")]

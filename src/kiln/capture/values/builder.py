@@ -185,7 +185,10 @@ def _wrap_function(tx, fn: types.FunctionType, source) -> Value:
     from .callables import wrap_python_function
     state = tx.state
     if source is not None:
-        if fn.__closure__:
+        # closures and functions defined inside functions (lambdas, inner defs) are new
+        # objects on every call of their maker: guard their code (defaults and cells
+        # are guarded where they are read), not their identity
+        if fn.__closure__ or "<locals>" in fn.__qualname__:
             state.guards.add("id", source, f"{{v}}.__code__ is {state.ns.ref(fn.__code__)}",
                              f"{source.describe()} runs the same code")
         else:
