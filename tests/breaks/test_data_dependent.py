@@ -82,7 +82,8 @@ def test_branch_only_taken_side_compiles():
         log("not positive")
         return x.abs().sqrt() * -1
 
-    _, counter = check(f, [_signed(0), _signed(0)], graphs=2, breaks=1)
+    positive = [(randn(s, 3, 3).abs() + 0.1,) for s in (2, 3)]
+    _, counter = check(f, positive, graphs=2, breaks=1)
     assert counter.frame_count == 2
 
 
