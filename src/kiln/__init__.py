@@ -15,10 +15,11 @@ if _sys.version_info[:2] != (3, 11):  # pragma: no cover - checked on import
 from . import backends, testing  # noqa: E402
 from .api import compile, disable, graph_break, reset  # noqa: E402,A004
 from .config import config  # noqa: E402
+from .debug.explain import explain  # noqa: E402
 from .exc import BackendError, KilnError, Unsupported  # noqa: E402
 from .metrics import metrics  # noqa: E402
 
 __all__ = [
-    "compile", "disable", "graph_break", "reset", "config", "backends", "testing",
+    "compile", "disable", "graph_break", "reset", "config", "backends", "testing", "explain",
     "metrics", "Unsupported", "KilnError", "BackendError",
 ]

@@ -22,7 +22,7 @@ import sys
 #: subcommand -> module providing HELP, add_arguments(parser) and run(args)
 SUBCOMMANDS: dict[str, str] = {
     "bench": "kiln.bench.command",
-    # "explain": "kiln.debug.explain_command",   # added by its owner
+    "explain": "kiln.debug.explain_command",
     # "minify": "kiln.debug.minify_command",     # added by its owner
 }
 

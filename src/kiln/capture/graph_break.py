@@ -9,7 +9,7 @@ import functools
 import types
 
 from ..exc import Unsupported
-from .instructions import stack_inputs, stack_outputs
+from .instructions import exception_table, stack_inputs, stack_outputs
 from .resume import Resumption, check_resumable, continuation_code, live_locals, step_code
 from .values.base import NullValue, Value
 from .values.functions import BoundMethodValue, UserFunctionValue
@@ -62,6 +62,8 @@ class BreakPlan:
         kept = tuple(n for n in names if n in live[index] or n in self.implicit)
         return Resumption(index, after, kept, _self_first(kept, self.implicit))
 
+    callee_compiled = False
+
     def _compile_callee(self, tracer, ins):
         """A break at a call: the callee runs as its own compiled frame (breaks and all)."""
         if ins.opname == "CALL":
@@ -82,6 +84,7 @@ class BreakPlan:
         if isinstance(target, (UserFunctionValue, ModuleValue)) or (
                 isinstance(target, BoundMethodValue) and isinstance(target.func, UserFunctionValue)):
             self.stack_values[callable_slot] = _CompiledCallee(target, self.backend, self.backend_name)
+            self.callee_compiled = True
 
     def values(self) -> list:
         return self.at.order([v for v in self.stack_values if not isinstance(v, NullValue)], self.local_values)
@@ -123,7 +126,9 @@ class StepFactory:
         self.plan = plan
         self.globals = fn_globals
         self.cont_codes = [continuation_code(plan.code, res) for _kind, res in plan.exits]
-        self.step = step_code(plan.code, plan.at, plan.untouched, plan.exits)
+        offset = plan.ins.offset
+        in_try = any(start <= offset < end for start, end, *_ in exception_table(plan.code))
+        self.step = step_code(plan.code, plan.at, plan.untouched, plan.exits, in_try)
         self.memoise = not plan.code.co_cellvars
         self._made: dict = {}
 

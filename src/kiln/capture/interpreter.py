@@ -108,6 +108,7 @@ class Tracer:
         except Unsupported as e:
             if getattr(e, "user_stack", None) is None:
                 e.user_stack = self.user_stack()
+                e.depth = self.depth   # 0: the unsupported step is in the frame being compiled
             if self.parent is None and getattr(e, "root_index", None) is None:
                 e.root_index = ins.index
             raise e.with_location(*self.location())

@@ -18,7 +18,7 @@ import dis
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, ControlFlowGraph, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..exc import Unsupported
 from .instructions import exception_table
@@ -97,7 +97,7 @@ def _prepared(code):
 
 
 def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_pos: int, params: list[str],
-           code, name: str) -> types.CodeType:
+           code, name: str, stub_stack: int = 0) -> types.CodeType:
     """Assemble ``items`` (with a label inserted before ``jump_to_start[0]``) into a code object.
 
     The frame's cell variables become free variables of the new code: the glue passes
@@ -138,15 +138,53 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
     new.kwonlyargcount = 0
     new.flags = code.co_flags & ~(0x04 | 0x08)  # no *args / **kwargs: everything is passed positionally
     # The prologue jumps past the try-blocks' starts, so a flow analysis from the entry
-    # misses them (depth 32768, handlers left out of the stack size): keep the frame's
-    # own exception-table depths, and a stack at least as large as the frame's.
-    size = ControlFlowGraph.from_bytecode(new).compute_stacksize(compute_exception_stack_depths=False)
-    return new.to_code(stacksize=max(size, code.co_stacksize), compute_exception_stack_depths=False)
+    # misses them (depth 32768, handlers left out of the stack size) or fails (negative
+    # sizes): keep the frame's own exception-table depths and stack size (the prologue
+    # pushes a stack the frame had at that point), plus what the step's stubs push.
+    return consistent_linetable(new.to_code(stacksize=max(code.co_stacksize, stub_stack),
+                                            compute_exception_stack_depths=False))
 
 
-def _prologue(resumption: Resumption, jump_to: Label) -> list:
+def consistent_linetable(code: types.CodeType) -> types.CodeType:
+    """Re-encode the line table so it covers exactly the code's units.
+
+    The ``bytecode`` package can emit a 3.11 location table covering a few more code
+    units than the code has (even on a plain round trip of some functions); CPython
+    then writes past the end of its line array when a profiler or tracer is active
+    (heap corruption).  This writes a table of line numbers only ("no columns" entries).
+    """
+    units = len(code.co_code) // 2
+    lines = [pos[0] for pos in code.co_positions()][:units]
+    lines += [lines[-1] if lines else None] * (units - len(lines))
+    out = bytearray()
+    prev = code.co_firstlineno
+    i = 0
+    while i < units:
+        line = lines[i]
+        n = 1
+        while i + n < units and n < 8 and lines[i + n] == line:
+            n += 1
+        if line is None:
+            out.append(0x80 | (15 << 3) | (n - 1))
+        else:
+            out.append(0x80 | (13 << 3) | (n - 1))
+            delta = line - prev
+            v = ((-delta) << 1) | 1 if delta < 0 else delta << 1
+            while v >= 64:
+                out.append(0x40 | (v & 63))
+                v >>= 6
+            out.append(v)
+            prev = line
+        i += n
+    return code.replace(co_linetable=bytes(out))
+
+
+def _prologue(resumption: Resumption, jump_to: Label, skip: int = 0) -> list:
+    """Push the saved stack (from slot ``skip`` up) and jump to the resume point."""
     out = []
     for i, is_value in enumerate(resumption.stack):
+        if i < skip:
+            continue
         out.append(Instr("LOAD_FAST", f"___stack{i}") if is_value else Instr("PUSH_NULL"))
     out.append(Instr("JUMP_FORWARD", jump_to))
     return out
@@ -168,7 +206,7 @@ def continuation_code(code, resumption: Resumption) -> types.CodeType:
     return hit
 
 
-def step_code(code, at: Resumption, untouched: int, exits: list) -> types.CodeType:
+def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = True) -> types.CodeType:
     """A function that runs instruction ``at.index`` as Python, then calls a continuation.
 
     ``untouched`` is how many bottom stack slots the instruction leaves alone;
@@ -179,7 +217,7 @@ def step_code(code, at: Resumption, untouched: int, exits: list) -> types.CodeTy
     bc, positions, resume_pos = _prepared(code)
     pos = positions[at.index]
     instr = bc[pos]
-    labels, stubs = {}, []
+    labels, stubs, stub_stack = {}, [], 0
     for n, (kind, res) in enumerate(exits):
         label = Label()
         labels[kind] = label
@@ -192,6 +230,7 @@ def step_code(code, at: Resumption, untouched: int, exits: list) -> types.CodeTy
         stubs += [Instr("PUSH_NULL"), Instr("LOAD_FAST", f"___cont{n}")]
         stubs += [Instr("LOAD_FAST", a) for a in args]
         stubs += [Instr("PRECALL", len(args)), Instr("CALL", len(args)), Instr("RETURN_VALUE")]
+        stub_stack = max(stub_stack, len(at.stack) + produced + 2 + len(args))
     name = instr.name
     arg = instr.arg
     if "jump" in labels:
@@ -211,8 +250,12 @@ def step_code(code, at: Resumption, untouched: int, exits: list) -> types.CodeTy
         first, back = items[back], back - 1
     start = Label()
     params = [f"___cont{n}" for n in range(len(exits))] + at.params()
-    return _build(bc, items, (first, start), _prologue(at, start), resume_pos, params, code,
-                  f"step_at_{at.index}")
+    # the step pushes only what the instruction consumes (the rest goes straight to the
+    # continuation), so it returns with an empty stack; inside a try block the handler
+    # may need the lower slots, so there everything is pushed
+    skip = 0 if in_try else untouched
+    return _build(bc, items, (first, start), _prologue(at, start, skip), resume_pos, params, code,
+                  f"step_at_{at.index}", stub_stack)
 
 
 def check_resumable(code, ins) -> None:

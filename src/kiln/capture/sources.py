@@ -72,6 +72,11 @@ class LocalSource(Source):
     """An argument of the compiled frame (also a restored local of a continuation)."""
     name: str
 
+    def describe(self):
+        if self.name.startswith("___stack"):
+            return f"<value carried over a graph break #{self.name[8:]}>"
+        return self.name
+
     def _expr(self, ns):
         return self.name
 

@@ -72,6 +72,15 @@ _PURE_READS = frozenset({"get", "__getitem__", "__contains__", "__len__", "keys"
                          "index", "__repr__", "__str__", "__hash__"})
 
 
+def callable_name(obj) -> str:
+    """``numpy.stack`` rather than ``_ArrayFunctionDispatcher object``."""
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if not isinstance(name, str):
+        return f"a {type(obj).__name__} object"
+    mod = getattr(obj, "__module__", None)
+    return f"{mod}.{name}" if isinstance(mod, str) else name
+
+
 def _builtin_container(obj) -> bool:
     """Objects whose C read methods are side-effect free and cheap to re-run in guards."""
     return isinstance(obj, (dict, list, tuple, str, set, frozenset, bytes, types.MappingProxyType))
@@ -105,6 +114,8 @@ class CMethodValue(Value):
             return const(None)
         real = getattr(target, "obj", None)
         if real is None or self.name not in _PURE_READS or kwargs or not _builtin_container(real):
+            if self.name == "__call__" and real is not None:
+                raise Unsupported(f"call to {callable_name(real)}, which Kiln does not model (it runs as Python)")
             raise Unsupported(f"calling {self.describe()} on {target.describe()}")
         try:
             real_args = tuple(to_python(a, tx) for a in args)
@@ -290,7 +301,7 @@ class ObjectValue(DunderProtocol, Value):
             raise Unsupported(f"{cls.__name__} object is not callable")
         bound = bind_class_attr(tx, owner, raw, self, "__call__")
         if bound is None:
-            raise Unsupported(f"calling a {cls.__name__} object (its __call__ is not Python code)")
+            raise Unsupported(f"call to {callable_name(self.obj)}, which Kiln does not model (it runs as Python)")
         return bound.call(tx, args, kwargs)
 
     def reconstruct(self, cg):

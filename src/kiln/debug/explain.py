@@ -1,0 +1,117 @@
+"""``kiln.explain(fn)(*args)``: what Kiln did with a call, as a report.
+
+The call runs compiled with a private counting backend (so its caches are its own),
+and the report gathers what that produced: graphs with their op counts, every graph
+break with its reason and the user's ``file:line`` and source line, and the guards
+of each cache entry made.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..metrics import metrics
+
+
+@dataclass
+class GraphInfo:
+    name: str
+    ops: int
+    op_counts: dict
+    code: str
+
+
+@dataclass
+class EntryInfo:
+    frame: str
+    guards: int
+    guard_source: str
+
+
+@dataclass
+class ExplainReport:
+    graphs: list = field(default_factory=list)
+    breaks: list = field(default_factory=list)      # BreakRecord
+    entries: list = field(default_factory=list)
+    recompiles: int = 0
+    result: object = None
+
+    @property
+    def graph_count(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def break_count(self) -> int:
+        return len(self.breaks)
+
+    @property
+    def op_count(self) -> int:
+        return sum(g.ops for g in self.graphs)
+
+    def __str__(self) -> str:
+        lines = [f"Graphs: {self.graph_count}   Graph breaks: {self.break_count}   Ops: {self.op_count}   "
+                 f"Recompiles: {self.recompiles}   Cache entries: {len(self.entries)}"]
+        if self.breaks:
+            lines.append("")
+            lines.append("Graph breaks:")
+            for i, b in enumerate(self.breaks, 1):
+                lines.append(f"  {i}. {b.reason}")
+                lines.append(f"     at {b.location or '?'}")
+                if b.source_line:
+                    lines.append(f"       {b.source_line.strip()}")
+            reasons = Counter(b.reason for b in self.breaks)
+            if len(reasons) < len(self.breaks):
+                lines.append("")
+                lines.append("Break reasons:")
+                for reason, n in reasons.most_common():
+                    lines.append(f"  {n} x {reason}")
+        if self.graphs:
+            lines.append("")
+            lines.append("Graphs:")
+            for g in self.graphs:
+                top = ", ".join(f"{k} x{v}" for k, v in Counter(g.op_counts).most_common(6))
+                lines.append(f"  {g.name}: {g.ops} ops ({top})")
+        if self.entries:
+            lines.append("")
+            lines.append("Guards per cache entry:")
+            for e in self.entries:
+                lines.append(f"  {e.frame}: {e.guards} guards")
+        return "\n".join(lines)
+
+
+class _Recorder:
+    """A counting backend that remembers the graphs it saw."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.graphs: list = []
+
+    def __call__(self, gm, example_inputs):
+        ops = Counter()
+        for n in gm.graph.nodes:
+            if n.op in ("call_function", "call_method", "call_module"):
+                ops[n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))] += 1
+        self.graphs.append(GraphInfo(f"graph {len(self.graphs) + 1}", sum(ops.values()), dict(ops), gm.code))
+        return self.inner(gm, example_inputs)
+
+
+def explain(fn, backend="eager"):
+    """Returns a callable: call it with ``fn``'s arguments to get an ExplainReport."""
+    from .. import api, backends, cache
+
+    def run(*args, **kwargs) -> ExplainReport:
+        recorder = _Recorder(backends.lookup(backend))
+        compiled = api.compile(fn, backend=recorder)
+        breaks_before, recompiles_before = len(metrics.breaks), metrics.recompiles
+        report = ExplainReport()
+        report.result = compiled(*args, **kwargs)
+        report.graphs = list(recorder.graphs)
+        report.breaks = list(metrics.breaks[breaks_before:])
+        report.recompiles = metrics.recompiles - recompiles_before
+        for key, frame_cache in list(cache._CACHES.items()):
+            if key[1] == id(recorder):
+                for e in frame_cache.entries:
+                    report.entries.append(EntryInfo(e.name, e.guard_count, e.guard_source))
+        return report
+
+    return run
