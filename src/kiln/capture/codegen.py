@@ -166,6 +166,9 @@ class Codegen:
             target = hold(self.expr(obj_value))
             if value is _DELETED:
                 writes.append(f"del {target}.{name}")
+            elif _traced_setattr(obj_value):
+                # the class's own __setattr__ already ran in the trace: store like object does
+                writes.append(f"{self.ref(object.__setattr__)}({target}, {name!r}, {hold(self.expr(value))})")
             else:
                 writes.append(f"{target}.{name} = {hold(self.expr(value))}")
         for gdict, name, value in se.global_writes.values():
@@ -176,6 +179,14 @@ class Codegen:
             target = hold(self.source_expr(cell.source).rsplit(".cell_contents", 1)[0])
             writes.append(f"{target}.cell_contents = {hold(self.expr(value))}")
         self.lines.extend(writes)
+
+
+def _traced_setattr(obj_value) -> bool:
+    """An object (not an nn.Module) whose class defines ``__setattr__``: it was traced."""
+    obj = getattr(obj_value, "obj", None)
+    if obj is None or isinstance(obj, torch.nn.Module):
+        return False
+    return type(obj).__setattr__ is not object.__setattr__
 
 
 def collect_tensors(values: list) -> list[TensorValue]:

@@ -117,6 +117,11 @@ class TorchFunctionValue(Value):
         from .tensor import graph_call
         if any(isinstance(getattr(a, "obj", None), torch.nn.Module) for a in args):
             raise Unsupported(f"{getattr(self.fn, '__name__', self.fn)} called with an nn.Module argument")
+        if touches_global_state(self.fn):
+            # checked before the call: recording runs the function on fakes, which for
+            # these would change (or read) the real process state at trace time
+            raise Unsupported(f"{self.describe()} reads or changes torch's global state (RNG, autocast, "
+                              f"defaults); it runs as Python")
         return graph_call(tx, "call_function", self.fn, list(args), dict(kwargs))
 
     def getattr(self, tx, name):
@@ -128,6 +133,24 @@ class TorchFunctionValue(Value):
 
     def reconstruct(self, cg):
         return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
+
+
+_GLOBAL_STATE_NAMES = frozenset({
+    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "get_rng_state_all",
+    "fork_rng", "use_deterministic_algorithms", "autocast_increment_nesting", "autocast_decrement_nesting",
+    "clear_autocast_cache", "_enter_autocast", "_exit_autocast",
+})
+
+
+def touches_global_state(fn) -> bool:
+    """torch functions whose point is process state: the RNG (seeding, saving and restoring
+    it), autocast, default dtype/device, determinism and thread settings (``set_*``).
+    None of them is an op on tensors, so none can be put in the graph; Kiln refuses them
+    and they run as Python at a graph break, in program order."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        return False
+    return name in _GLOBAL_STATE_NAMES or name.startswith(("set_", "_set_"))
 
 
 _IMMUTABLE_BUILTINS = (str, bytes, int, float, complex, bool, tuple, frozenset)
@@ -149,6 +172,14 @@ class CFunctionValue(Value):
         return f"{mod}.{name}" if mod else name
 
     def call(self, tx, args, kwargs):
+        if self.fn is object.__setattr__ and len(args) == 3 and not kwargs and args[1].is_constant():
+            # object.__setattr__(self, name, value) in a class's own __setattr__: the plain store
+            target = args[0]
+            store = getattr(target, "generic_setattr", None)
+            if store is None:
+                raise Unsupported(f"object.__setattr__ on {target.describe()}")
+            store(tx, args[1].as_constant(), args[2])
+            return const(None)
         if getattr(self.fn, "__objclass__", None) in _IMMUTABLE_BUILTINS:
             # an unbound method of str / int / tuple...: pure on constants (str.upper)
             from .base import ConstantMethodValue

@@ -108,7 +108,8 @@ class CMethodValue(Value):
         from ..sources import CallSource, ConstSource
         target = self.self_value
         if self.raw is object.__setattr__ and len(args) == 2:
-            target.setattr(tx, args[0].as_constant(), args[1])
+            store = getattr(target, "generic_setattr", target.setattr)   # never the class's own __setattr__
+            store(tx, args[0].as_constant(), args[1])
             return const(None)
         if self.raw is object.__init__:
             return const(None)
@@ -289,9 +290,25 @@ class ObjectValue(DunderProtocol, Value):
     def setattr(self, tx, name, value):
         if isinstance(self.obj, torch.nn.Module) and isinstance(value, ObjectValue) and isinstance(value.obj, torch.nn.Module):
             raise Unsupported("assigning a submodule inside a compiled region")
-        tx.state.side_effects.store_attr(self, name, value)
+        if isinstance(self.obj, torch.nn.Module):
+            tx.state.side_effects.store_attr(self, name, value)   # Module.__setattr__ runs in the replay
+            return
+        if not custom_setattr(tx, self, name, value):
+            self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
+        """``object.__setattr__``: data descriptors first, then the instance dict."""
+        if not attribute_store_modelled(tx, self, type(self.obj), name, value):
+            tx.state.side_effects.store_attr(self, name, value)
 
     def delattr(self, tx, name):
+        cls = type(self.obj)
+        raw = lookup_class_attr(cls, name)[1]
+        if lookup_class_attr(cls, "__delattr__")[1] is not object.__dict__["__delattr__"] \
+                and not isinstance(self.obj, torch.nn.Module):
+            raise Unsupported(f"del on a {cls.__name__} object, whose class defines __delattr__")
+        if raw is not None and hasattr(type(raw), "__delete__") and not isinstance(raw, types.MemberDescriptorType):
+            raise Unsupported(f"del of descriptor attribute {name!r} of a {cls.__name__} object")
         tx.state.side_effects.store_attr(self, name, _DELETED)
 
     def call(self, tx, args, kwargs):
@@ -308,6 +325,36 @@ class ObjectValue(DunderProtocol, Value):
         if self.source is not None:
             return cg.source_expr(self.source)
         return cg.ref(self.obj)
+
+
+def custom_setattr(tx, self_value, name, value) -> bool:
+    """Run the class's own ``__setattr__`` (traced) if it has one; False if it has none.
+
+    A ``__setattr__`` written in C other than ``object``'s (an extension type) is a store
+    Kiln cannot model: refused, so it becomes a graph break instead of being lost."""
+    owner, raw = lookup_class_attr(self_value.python_type(), "__setattr__")
+    if raw is None or raw is object.__dict__["__setattr__"]:
+        return False
+    if isinstance(raw, types.FunctionType):
+        bind_class_attr(tx, owner, raw, self_value, "__setattr__").call(tx, [const(name), value], {})
+        return True
+    raise Unsupported(f"setting attribute {name!r} of a {self_value.python_type().__name__} object "
+                      f"(its __setattr__ is not Python code)")
+
+
+def attribute_store_modelled(tx, self_value, cls, name, value) -> bool:
+    """Stores that a data descriptor on the class handles: a property's setter is traced;
+    a slot is an ordinary store (False); any other descriptor is refused."""
+    raw = lookup_class_attr(cls, name)[1]
+    if raw is None or not hasattr(type(raw), "__set__") or isinstance(raw, types.MemberDescriptorType):
+        return False
+    if isinstance(raw, property):
+        if raw.fset is None:
+            raise Unsupported(f"property {name!r} of {cls.__name__} has no setter")
+        from .builder import wrap
+        wrap(tx, raw.fset, None).call(tx, [self_value, value], {})
+        return True
+    raise Unsupported(f"setting {name!r} of a {cls.__name__} object through a {type(raw).__name__}")
 
 
 def _custom_getattribute(cls) -> bool:
@@ -413,14 +460,12 @@ class NewObjectValue(DunderProtocol, Value):
         raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
 
     def setattr(self, tx, name, value):
-        owner, raw = lookup_class_attr(self.cls, name)
-        if isinstance(raw, property):
-            if raw.fset is None:
-                raise Unsupported(f"property {name!r} of {self.cls.__name__} has no setter")
-            from .builder import wrap
-            wrap(tx, raw.fset, None).call(tx, [self, value], {})
-            return
-        self.attrs[name] = value
+        if not custom_setattr(tx, self, name, value):
+            self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
+        if not attribute_store_modelled(tx, self, self.cls, name, value):
+            self.attrs[name] = value
 
     def delattr(self, tx, name):
         if name not in self.attrs:
