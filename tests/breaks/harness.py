@@ -155,13 +155,14 @@ def _compare(eager: Run, compiled: Run, where: str):
 
 
 def check(fn, inputs, *, graphs, total_graphs=None, breaks=None, total_breaks=None, setup=None, state=None,
-          grad=True, module=False, min_prints=0, fallbacks=0):
+          grad=True, module=False, min_prints=0, fallbacks=0, raises=None):
     """Compare eager and compiled ``fn`` on every input set (a list of argument tuples).
 
     ``graphs``/``breaks``: graphs compiled and graph breaks recorded after the first input
     set; ``total_graphs``/``total_breaks``: after all of them (default: no more).
     ``module=True``: ``fn`` is an nn.Module; eager and compiled each get their own copy.
     ``fallbacks``: frames expected to run eagerly (e.g. a continuation that always raises).
+    ``raises``: the exception type eager raises (by default eager must return).
     Returns the compiled callable and its counter.
     """
     assert len(inputs) >= 2, "every scenario runs on at least two input sets"
@@ -174,6 +175,10 @@ def check(fn, inputs, *, graphs, total_graphs=None, breaks=None, total_breaks=No
     runs = []
     for i, args in enumerate(inputs):
         eager = _run(eager_fn, args, setup, state, grad)
+        if raises is None:
+            assert eager.outcome == "ok", f"input set {i}: eager raised {eager.value}"
+        else:
+            assert eager.outcome == "raised" and eager.value[0] is raises, f"eager: {eager.value!r}"
         got = _run(compiled, args, setup, state, grad)
         _compare(eager, got, f"input set {i}")
         if module:

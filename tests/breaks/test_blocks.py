@@ -182,7 +182,7 @@ def test_finally_runs_when_exception_escapes():
 
     # eager raises; so does compiled, after the same prints and log.  The continuation
     # always raises, so Kiln runs it eagerly (recorded as a break and a fallback)
-    check(f, seeds(lambda s: (randn(s, 4),)), graphs=0, breaks=2, fallbacks=1)
+    check(f, seeds(lambda s: (randn(s, 4),)), graphs=0, breaks=2, fallbacks=1, raises=ValueError)
 
 
 def test_break_inside_except_handler():
@@ -216,3 +216,81 @@ def test_nested_try_with_break():
         return out
 
     check(f, seeds(lambda s: (randn(s, 3),)), graphs=2, breaks=1)
+
+
+class Section:
+    """A user context manager that logs its entry and exit."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        log("enter", self.name)
+        return self
+
+    def __exit__(self, *exc):
+        log("exit", self.name, exc[0] is not None)
+        return False
+
+
+def test_break_inside_user_context_manager_made_in_frame():
+    def f(x):
+        with Section("made") as sec:
+            y = x + 1
+            print("inside", sec.name)
+            y = y * 2
+        return y
+
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=2, breaks=1)
+
+
+SECTION = Section("global")
+
+
+def test_break_inside_global_user_context_manager():
+    def f(x):
+        with SECTION:
+            y = x + 1
+            kiln.graph_break()
+            y = y * 2
+        return y
+
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=2, breaks=1)
+
+
+def test_user_context_manager_sees_exception_after_break():
+    def f(x):
+        try:
+            with Section("failing"):
+                print("about to fail")
+                raise KeyError("in with")
+        except KeyError:
+            log("handled outside")
+        return x * 2
+
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=1, breaks=1)
+
+
+def test_break_between_set_grad_enabled_calls():
+    def f(x):
+        torch.set_grad_enabled(False)
+        y = x * 2
+        print("grad", torch.is_grad_enabled())
+        torch.set_grad_enabled(True)
+        return y, x * 3
+
+    check(f, seeds(grad_inputs), graphs=2, breaks=1)
+
+
+def test_backward_inside_the_compiled_function():
+    def f(x):
+        w = x * 2
+        loss = (w ** 2).sum()
+        loss.backward()
+        print("grad norm", round(x.grad.norm().item(), 3))
+        return x.grad * 1
+
+    # backward() is a break (run as Python by the step function); so are item() and the
+    # print.  Graphs: the loss, x.grad.norm(), x.grad * 1.  The printed float is
+    # specialised: the second input set recompiles the print's continuation (a break)
+    check(f, seeds(grad_inputs), graphs=3, breaks=3, total_breaks=4)

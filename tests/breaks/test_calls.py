@@ -303,3 +303,82 @@ def test_lambda_and_partial_across_break():
         return h(g(x))
 
     check(f, seeds(one()), graphs=1, breaks=1)
+
+
+class Thing:
+    def __init__(self, k):
+        self.k = k
+
+    @property
+    def doubled(self):
+        print("property read")
+        return self.k * 2
+
+    def __call__(self, x):
+        print("called thing")
+        return x * self.k
+
+    @staticmethod
+    def static(x):
+        print("static")
+        return x + 1
+
+    @classmethod
+    def klass(cls, x):
+        print("classmethod", cls.__name__)
+        return x - 1
+
+
+def test_break_in_property_getter():
+    thing = Thing(3)
+
+    def f(x):
+        return (x + 1) * thing.doubled
+
+    # the getter is inlined; its print breaks f at the attribute load, which the step
+    # function runs as Python (the getter runs eagerly)
+    check(f, seeds(one()), graphs=2, breaks=1)
+
+
+def test_break_in_dunder_call_of_user_object():
+    thing = Thing(2)
+
+    def f(x):
+        return thing(x + 1) * 2
+
+    # f breaks at the call; a callable object (not a function or module) is not compiled
+    # as a callee: __call__ runs as plain Python (x * k uncaptured; gap)
+    check(f, seeds(one()), graphs=2, breaks=1)
+
+
+def test_break_in_staticmethod_and_classmethod():
+    thing = Thing(1)
+
+    def f(x):
+        return Thing.static(x) + thing.klass(x * 2)
+
+    # both are compiled as their own frames (print first, then one graph each); f: x * 2
+    # before the second call, the sum after it
+    check(f, seeds(one()), graphs=4, breaks=4)
+
+
+class Hooked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.lin = nn.Linear(4, 4)
+        self.register_forward_hook(lambda mod, args, out: log("hook", tuple(out.shape)))
+
+    def forward(self, x):
+        print("hooked forward")
+        return self.lin(x)
+
+
+def test_break_in_module_with_forward_hook():
+    hooked = Hooked()
+
+    def f(x):
+        return hooked(x * 2).sum()
+
+    # a module with hooks is called as a whole (hooks and all) by the step function
+    check(f, seeds(one()), graphs=2, breaks=1)

@@ -12,7 +12,7 @@ import torch
 
 import kiln
 
-from .harness import check, log, randn, seeds
+from .harness import check, log, randn, seeds, shout
 
 
 def test_item_used_in_python_arithmetic():
@@ -192,3 +192,74 @@ def test_item_in_nested_condition_and_index():
     table = [0, 5, 2, 7]
     check(f, [(torch.tensor([0.0, 3.0, 1.0, 2.0]), table), (torch.tensor([4.0, 1.0, 1.0, 2.0]), table)],
           graphs=2, total_graphs=3, breaks=1)
+
+
+def test_loop_over_module_list_with_print():
+    torch.manual_seed(0)
+    layers = torch.nn.ModuleList([torch.nn.Linear(3, 3) for _ in range(3)])
+
+    def f(x):
+        for i, layer in enumerate(layers):
+            x = layer(x)
+            print("layer", i)
+        return x
+
+    # CURRENT COUNTS (gap, as above): a print and a FOR_ITER break per layer
+    check(f, seeds(lambda s: (randn(s, 2, 3),)), graphs=3, breaks=6)
+
+
+def test_comprehension_with_print():
+    def f(x):
+        ys = [shout(t, "row") for t in x]
+        return torch.stack(ys) * 2
+
+    # the comprehension is a function made in the frame: f breaks at its call and it
+    # runs as plain Python; the rows come from the first graph
+    check(f, seeds(lambda s: (randn(s, 2, 3),)), graphs=2, breaks=1)
+
+
+def test_loop_with_data_dependent_branch():
+    def f(x):
+        y = x
+        for _ in range(3):
+            if y.sum() > 0:
+                y = y - 1
+            else:
+                y = y + 2
+        return y
+
+    # CURRENT COUNTS (gap, as above): a branch break per iteration plus FOR_ITER breaks;
+    # each path through the loop is its own chain of continuations
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=6, total_graphs=11, breaks=6, total_breaks=11)
+
+
+def test_loop_over_dict_items_with_breaks():
+    def f(x, weights):
+        out = {}
+        for k, w in weights.items():
+            out[k] = x * w
+            kiln.graph_break()
+        return out
+
+    # CURRENT COUNTS (gap, as above)
+    check(f, [(randn(0, 3), {"a": 1.0, "b": 2.0}), (randn(1, 3), {"a": 1.0, "b": 2.0})], graphs=2, breaks=4)
+
+
+def test_assert_on_shape_then_print():
+    def f(x, n):
+        assert x.dim() == 1, "bad"
+        print("n", n)
+        return x.repeat(n)
+
+    check(f, [(randn(0, 3), 2), (randn(1, 3), 3)], graphs=1, total_graphs=2, breaks=1)
+
+
+def test_item_inside_boolean_expression():
+    def f(x):
+        y = x * 2
+        print(y.sum().item() > 100 and "big" or "small")
+        return y
+
+    # item() and print; the comparison and the and/or run on a Python float
+    # (the float is specialised: the second input set recompiles up to the print)
+    check(f, seeds(lambda s: (randn(s, 3),)), graphs=1, breaks=2, total_breaks=3)

@@ -249,3 +249,60 @@ def test_dict_passed_in_mutated_across_break():
     # continuation's entry is reused
     check(f, [(randn(0, 3), {"drop": 1}), (randn(1, 3), {"drop": 2, "seen": 4})], graphs=1, breaks=1,
           total_breaks=2)
+
+
+def test_tensor_method_waiting_on_the_stack():
+    def f(x, y):
+        return x.add(shout(y, "y")) * 2
+
+    # x.add is on the stack during the break: the continuation gets a real bound
+    # method (a new object per call) and still traces it as the tensor's method.
+    # Breaks: f at the call, shout() (compiled: it gets a tensor) at its print
+    check(f, seeds(lambda s: (randn(s, 3), randn(s + 5, 3))), graphs=1, breaks=2)
+
+
+def test_torch_function_and_list_waiting_on_the_stack():
+    import torch.nn.functional as F
+
+    def f(x, y):
+        a = torch.cat([x, shout(y, "y")]) * 2
+        return F.relu(shout(a, "a")) + torch.tensor(shout(4.0, "const")).sqrt()
+
+    # f breaks at each shout(); shout() is compiled for the tensors (once per shape: 2
+    # breaks) and runs as Python for the float.  Graphs: cat * 2, relu, the tail
+    check(f, seeds(lambda s: (randn(s, 3), randn(s + 5, 3))), graphs=3, breaks=5)
+
+
+def test_submodule_waiting_on_the_stack():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(shout(x * 2)) + 1
+
+    check(M(), seeds(lambda s: (randn(s, 2, 3),)), graphs=2, breaks=2, module=True)
+
+
+def test_break_feeding_a_subscript_assignment():
+    def f(x):
+        t = torch.zeros_like(x)
+        t[0] = shout(x[1], "set")
+        t[1:] = x[:-1] * 2
+        return t
+
+    check(f, seeds(one()), graphs=2, breaks=2)
+
+
+def test_break_in_keyword_only_call():
+    def g(x, *, scale, tag):
+        print(tag)
+        return x * scale
+
+    def f(x):
+        return g(x + 1, tag="kw", scale=2.0) - 1
+
+    # f breaks at the keyword call (KW_NAMES/PRECALL/CALL); g is compiled: print first
+    check(f, seeds(one()), graphs=3, breaks=2)

@@ -95,6 +95,16 @@ def wrap(tx, obj, source) -> Value:
         return state.remember(obj, ModuleValue(obj, source))
     if isinstance(obj, types.FunctionType):
         return _wrap_function(tx, obj, source)
+    if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor) \
+            and hasattr(torch.Tensor, obj.__name__):
+        # ``x.add`` handed over a graph break: a new object on every call; traced as the
+        # tensor's method, guarded by name (the tensor is guarded on its own)
+        from .tensor import TensorMethodValue
+        if guards is not None:
+            guards.type_is(source, obj)
+            guards.constant(AttrSource(source, "__name__"), obj.__name__)
+        self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
+        return TensorMethodValue(self_v, obj.__name__)
     if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                         types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)) \
             or type(obj).__name__ in ("OpOverloadPacket", "OpOverload"):
