@@ -116,7 +116,9 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
 
     def compile_flat(flat_gm, inputs):
         try:
-            with functorch_config.patch(force_non_lazy_backward_lowering=True):
+            # backward_pass_autocast="off": eager's backward runs no autocast of its own (the
+            # forward's casts are recorded ops), even when compiled inside an autocast region
+            with functorch_config.patch(force_non_lazy_backward_lowering=True, backward_pass_autocast="off"):
                 return aot_module_simplified(
                     flat_gm, inputs,
                     fw_compiler=fw_compiler,

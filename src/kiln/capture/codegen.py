@@ -139,6 +139,27 @@ class Codegen:
         self.lines.append(f"{name}.__qualname__ = {v.qualname!r}")
         return name
 
+    def realias_outputs(self, needed: list):
+        """Outputs that are views of another output in the trace are views of it after the
+        call too.  A backend that returns such a view as a copy (a functionalized inference
+        graph) gets it rebuilt from the base with the traced size/stride/offset; the check is
+        one storage comparison per such output, emitted only where the trace has one."""
+        index = {id(v.fake): i for i, v in enumerate(needed)}
+        fixes = []
+        for i, v in enumerate(needed):
+            fake = v.fake
+            base = fake._base if isinstance(fake, torch.Tensor) and fake._is_view() else None
+            j = index.get(id(base)) if base is not None else None
+            if j is None or j == i:
+                continue
+            fixes.append((i, j, tuple(fake.shape), fake.stride(), fake.storage_offset()))
+        if not fixes:
+            return
+        self.lines.append("___o = list(___o)")
+        for i, j, size, stride, offset in fixes:
+            self.lines.append(f"if ___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr(): "
+                              f"___o[{i}] = ___o[{j}].as_strided({size}, {stride}, {offset})")
+
     # -- side effects --------------------------------------------------------------------------
     def side_effect_lines(self):
         """Replay Python side effects: every value is evaluated first (against the state

@@ -161,6 +161,7 @@ def _finish(state, fn, final_grad, backend, backend_name, tracer, result=None, p
         graph_ref = cg.ref(compiled)
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
         cg.lines.append(f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})")
+        cg.realias_outputs(needed)
         metrics.graphs += 1
         metrics.ops += op_count
     if plan is not None and tracer.context_stack:

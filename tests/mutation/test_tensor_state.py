@@ -1,0 +1,257 @@
+"""Tensor state: in-place ops on inputs and on views of inputs, ``.data`` / ``detach()``
+writes, and outputs that alias inputs or each other, under every backend."""
+import pytest
+import torch
+
+import kiln
+
+from .harness import check, randn
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+BACKENDS = ["eager", "aot_eager", "aten"]
+
+
+def x6():
+    return (randn(6),)
+
+
+# -- in-place ops on inputs -------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_add_inplace_on_input(backend):
+    def f(x):
+        x.add_(1)
+        return x.sum()
+    check(f, x6, backend=backend, graphs=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_setitem_on_input(backend):
+    def f(x):
+        x[0] = 1
+        x[2:4] = x[4:6] * 2
+        return x * 1
+    check(f, x6, backend=backend, graphs=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_view_of_input_mutated(backend):
+    def f(x):
+        v = x.view(2, 3)
+        v.mul_(2)
+        v[1].zero_()
+        return v
+    check(f, x6, backend=backend, graphs=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_and_detach_writes(backend):
+    def f(x):
+        x.data.add_(1)
+        x.detach()[1] = 0
+        return x + 1
+    check(f, lambda: (randn(6, requires_grad=True),), backend=backend, graphs=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_returns_mutated_input_itself(backend):
+    def f(x):
+        x.mul_(3)
+        return x
+    check(f, x6, backend=backend, graphs=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutation_through_transpose_and_slice(backend):
+    def f(x):
+        x.t()[0].add_(5)
+        x[:, 1:].clamp_(min=0)
+        return x.sum(0)
+    check(f, lambda: (randn(3, 4),), backend=backend, graphs=1)
+
+
+def test_two_inputs_one_mutated():
+    def f(x, y):
+        x.add_(y)
+        y.sub_(1)
+        return x * y
+    check(f, lambda: (randn(3), randn(3)), graphs=1)
+
+
+def test_aliased_inputs_mutation_seen_through_other():
+    def f(x, y):
+        x.add_(1)
+        return y * 2       # y is a view of x: must see the add
+    def make():
+        x = randn(4)
+        return x, x[:2]
+    check(f, make, graphs=1)
+
+
+def test_same_tensor_passed_twice():
+    def f(x, y):
+        x.mul_(2)
+        return x + y
+    def make():
+        x = randn(4)
+        return x, x
+    check(f, make, graphs=1)
+
+
+def test_inplace_on_module_parameter_under_no_grad():
+    def f(m, x):
+        with torch.no_grad():
+            m.weight.mul_(0.5)
+        return m(x)
+    check(f, lambda: (torch.nn.Linear(3, 3), randn(2, 3)), graphs=1)
+
+
+def test_inplace_on_tensor_in_list_and_dict():
+    def f(l, d, x):
+        l[0].add_(x)
+        d["t"].mul_(2)
+        return l[1]
+    check(f, lambda: ([randn(3), randn(3)], {"t": randn(3)}, randn(3)), graphs=1)
+
+
+def test_inplace_on_global_tensor():
+    def f(x):
+        GLOBAL_T.add_(x)
+        return GLOBAL_T * 1
+    saved = GLOBAL_T.clone()
+    check(f, lambda: (randn(3),), reset=lambda: GLOBAL_T.copy_(saved), snapshot=lambda: GLOBAL_T.clone(), graphs=1)
+
+
+GLOBAL_T = torch.zeros(3)
+
+
+def test_inplace_across_break():
+    def f(x):
+        x.add_(1)
+        print("mid", tuple(x.shape))
+        x.mul_(2)
+        return x
+    check(f, x6, graphs=2)
+
+
+def test_out_kwarg_into_input():
+    def f(x, out):
+        torch.add(x, 1, out=out)
+        return out * 2
+    check(f, lambda: (randn(3), torch.empty(3)), graphs=1)
+
+
+def test_index_put_and_masked_fill_inplace():
+    def f(x, idx):
+        x.index_put_((idx,), torch.ones(2))
+        x.masked_fill_(x > 0.5, -1.0)
+        return x
+    check(f, lambda: (randn(5), torch.tensor([0, 3])), graphs=1)
+
+
+def test_copy_into_input():
+    def f(x, y):
+        x.copy_(y * 2)
+        return x
+    check(f, lambda: (randn(3), randn(3)), graphs=1)
+
+
+# -- outputs that alias inputs or each other --------------------------------------------------
+
+def _caller(inner, backend):
+    compiled = kiln.compile(inner, backend=backend)
+
+    def call(x):
+        outs = compiled(x)
+        first = outs[0] if isinstance(outs, tuple) else outs
+        first.mul_(2)          # the caller mutates an output in place
+        return x, outs
+    return call
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_is_view_of_input(backend):
+    def inner(x):
+        return x.contiguous().view(1, 4, -1)
+    eager_call = _caller(inner, backend)
+    def eager(x):
+        y = inner(x)
+        y.mul_(2)
+        return x, y
+    for seed in range(2):
+        torch.manual_seed(seed)
+        a, b = randn(8), None
+        b = a.clone()
+        ea = eager(a)
+        cb = eager_call(b)
+        assert torch.equal(ea[0], cb[0]) and torch.equal(ea[1], cb[1])
+        assert cb[1].untyped_storage().data_ptr() == cb[0].untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_is_input_itself(backend):
+    def f(x):
+        return x, x * 2
+    check(f, x6, backend=backend, post=lambda r, i: r[0].add_(1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_several_views_of_input(backend):
+    def f(x):
+        return x.view(2, 3), x[1:], x.t() if x.dim() == 2 else x.unsqueeze(0)
+    check(f, x6, backend=backend, post=lambda r, i: r[1].add_(1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_outputs_alias_each_other(backend):
+    def f(x):
+        y = x * 2
+        return y, y.view(-1), y[0]
+    check(f, lambda: (randn(2, 3),), backend=backend, post=lambda r, i: r[1].add_(1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_outputs_alias_each_other_training(backend):
+    def f(x):
+        y = x * 2
+        return y, y.view(-1)
+    def post(r, i):
+        r[1].add_(1)
+        r[0].sum().backward()
+    check(f, lambda: (randn(2, 3, requires_grad=True),), backend=backend, post=post)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mutated_input_returned_as_view(backend):
+    def f(x):
+        x.add_(1)
+        return x.view(-1)[:3]
+    check(f, lambda: (randn(2, 3),), backend=backend, post=lambda r, i: r.zero_())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_output_view_of_buffer(backend):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("cache", torch.zeros(4))
+
+        def forward(self, x):
+            self.cache[:2] = x
+            return self.cache[1:]
+    check(lambda m, x: m(x), lambda: (M(), randn(2)), backend=backend, post=lambda r, i: r.add_(3))
+
+
+def test_output_alias_across_break():
+    def f(x):
+        v = x.view(2, 3)
+        print("got view")
+        return v[0], x
+    check(f, x6, post=lambda r, i: r[0].fill_(7))
+
+
+def test_no_alias_where_eager_has_none():
+    def f(x):
+        return x.clone(), x + 0, x.contiguous().clone()
+    check(f, x6, post=lambda r, i: r[0].add_(1))
