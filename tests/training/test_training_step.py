@@ -1,0 +1,106 @@
+"""Issue "Backends and training": one training step of a Hugging Face model through
+``kiln.compile`` matches an fp64 eager reference as closely as fp32 eager does.
+
+For each backend (``eager``, ``aot_eager``, ``aten``) and each model (BertForMaskedLM,
+GPT2LMHeadModel, T5ForConditionalGeneration, block-sparse BigBirdForMaskedLM at
+sequence length 512), in train mode with every dropout probability at 0: forward with
+labels, ``loss.backward()``.  The loss and every parameter gradient are compared with
+:func:`kiln.debug.accuracy.compare`, torch's ``same`` rule: the compiled value's error
+against the float64 reference may be at most a small multiple of fp32 eager's own
+error.  torch and numpy are seeded identically before each run (BigBird draws its
+random attention blocks from ``np.random``).
+
+The BigBird/aot_eager case is the historical "accuracy error the minifier could not
+find" (a tiny ``contiguous().view()`` graph between two breaks whose output aliased its
+input); BigBird/aten is the historical python-key failure "set_storage_offset is not
+allowed on a Tensor created from .data or .detach()".
+
+Backend errors raise (tests/training/conftest.py), and the tests assert no frame fell
+back to eager, so a match cannot come from Kiln quietly running the model eagerly.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import pytest
+import torch
+
+import kiln
+from kiln.debug.accuracy import compare, fp64_copy
+from kiln.testing import CompileCounter
+
+from .models import batch, build, seed_all
+
+pytestmark = pytest.mark.slow
+
+MODELS = ["bert", "gpt2", "t5", "bigbird"]
+BACKENDS = ["eager", "aot_eager", "aten"]
+SEED = 1234
+
+# Graphs per training step with Kiln (noted for the issue report; asserted as upper
+# bounds so a regression in capture shows up, not as exact counts).  Breaks: BERT/T5
+# construct CrossEntropyLoss in forward; GPT-2 logs a warning_once; BigBird seeds numpy
+# in every attention layer and converts tensors to numpy.
+MAX_GRAPHS = {"bert": 2, "gpt2": 2, "t5": 2, "bigbird": 10}
+
+
+def training_step(model, fn, inputs):
+    """``(loss, {name: grad})`` for one step of ``fn`` (the model or its compiled form)."""
+    seed_all(SEED)
+    model.zero_grad(set_to_none=True)
+    out = fn(**inputs)
+    out.loss.backward()
+    return out.loss.detach(), {name: p.grad for name, p in model.named_parameters()}
+
+
+@functools.lru_cache(maxsize=None)
+def references(name):
+    """The model, its inputs, and the fp32 eager and fp64 eager results (computed once)."""
+    model = build(name).train()
+    inputs = batch(name)
+    ref_model, ref_inputs = fp64_copy(model), fp64_copy(inputs)
+    expected = training_step(model, model, inputs)
+    reference = training_step(ref_model, ref_model, ref_inputs)
+    del ref_model
+    return model, inputs, expected, reference
+
+
+class CountingBackend:
+    """Counts graphs, then hands them to the named backend."""
+
+    def __init__(self, name):
+        self.counter = CompileCounter()
+        self.target = kiln.backends.lookup(name)
+        self.__name__ = name
+
+    def __call__(self, gm, example_inputs):
+        self.counter(gm, example_inputs)
+        return self.target(gm, example_inputs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", MODELS)
+def test_one_training_step_matches_fp64_reference(name, backend):
+    model, inputs, expected, reference = references(name)
+    counting = CountingBackend(backend)
+    compiled = kiln.compile(model, backend=counting)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kiln.cache.KilnWarning)       # no eager fallback / recompile limit
+        warnings.simplefilter("error", kiln.backends.BackendFallbackWarning)
+        actual = training_step(model, compiled, inputs)
+        graphs = counting.counter.frame_count
+        again = training_step(model, compiled, inputs)              # the cached entries, no capture
+    assert kiln.metrics.eager_fallbacks == 0 and kiln.metrics.backend_fallbacks == 0
+    assert kiln.metrics.recompiles == 0
+    assert counting.counter.frame_count == graphs, "the second step recompiled"
+    assert 1 <= graphs <= MAX_GRAPHS[name], f"{name}: {graphs} graphs"
+
+    loss, grads = actual
+    assert set(grads) == set(expected[1]) and len(grads) > 10
+    missing = [n for n, g in grads.items() if g is None and expected[1][n] is not None]
+    assert not missing, f"parameters without a gradient: {missing}"
+    for label, result in (("first step", actual), ("second step", again)):
+        report = compare(expected, result, reference, name=f"{name}/{backend} {label}")
+        assert report.ok, str(report)
+    print(f"{name}/{backend}: {graphs} graph(s); {report}")
