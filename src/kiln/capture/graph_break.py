@@ -10,7 +10,7 @@ import types
 
 from ..exc import Unsupported
 from .instructions import exception_table, stack_inputs, stack_outputs
-from .resume import Resumption, check_resumable, continuation_code, live_locals, step_code
+from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, step_code
 from .values.base import NullValue, Value
 from .values.functions import BoundMethodValue, UserFunctionValue
 from .values.objects import ModuleValue
@@ -30,23 +30,27 @@ class BreakPlan:
 
     def __init__(self, tracer, ins, reason, backend, backend_name):
         code = tracer.code
-        check_resumable(code, ins)
+        # a continuation breaks again: resume from the original code, so every break of
+        # a loop body maps to the same continuation code instead of a new one each time
+        origin, index_map = origin_of(code)
+        self._to_origin = (lambda i: i) if index_map is None else index_map.__getitem__
+        check_resumable(origin, ins)
         popped = stack_inputs(ins)
         if popped is None or popped > len(tracer.stack):
             raise Unsupported(f"Kiln cannot resume a frame after a break at {ins.opname}")
-        self.code = code
+        self.code = origin
         self.ins = ins
         self.reason = reason
         self.backend, self.backend_name = backend, backend_name
         live = _liveness(code, tracer.instructions)
         order = {n: i for i, n in enumerate(code.co_varnames)}
-        self.implicit = _implicit_self(code)
+        self.implicit = _implicit_self(origin)
         names = tuple(sorted((n for n in live[ins.index] | self.implicit if n in tracer.locals),
                              key=lambda n: order.get(n, 1 << 30)))
         self.stack_values = list(tracer.stack)
         self.local_values = [tracer.locals[n] for n in names]
         layout = tuple(not isinstance(v, NullValue) for v in tracer.stack)
-        self.at = Resumption(ins.index, layout, names, _self_first(names, self.implicit))
+        self.at = Resumption(self._to_origin(ins.index), layout, names, _self_first(names, self.implicit))
         self.untouched = len(layout) - popped
         self.exits = []
         if ins.opname not in ("JUMP_FORWARD", "JUMP_BACKWARD", "RAISE_VARARGS", "RERAISE"):
@@ -60,7 +64,10 @@ class BreakPlan:
     def _resumption(self, index, ins, layout, live, names, jump):
         after = layout[:self.untouched] + (True,) * stack_outputs(ins, jump)
         kept = tuple(n for n in names if n in live[index] or n in self.implicit)
-        return Resumption(index, after, kept, _self_first(kept, self.implicit))
+        target = self._to_origin(index)
+        if target is None:
+            raise Unsupported("internal: a graph break resumes inside a continuation's prologue")
+        return Resumption(target, after, kept, _self_first(kept, self.implicit))
 
     callee_compiled = False
 

@@ -97,7 +97,7 @@ def _prepared(code):
 
 
 def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_pos: int, params: list[str],
-           code, name: str, stub_stack: int = 0) -> types.CodeType:
+           code, name: str, stub_stack: int = 0, origin: dict | None = None) -> types.CodeType:
     """Assemble ``items`` (with a label inserted before ``jump_to_start[0]``) into a code object.
 
     The frame's cell variables become free variables of the new code: the glue passes
@@ -106,6 +106,9 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
     """
     target_item, label = jump_to_start
     resume_item = items[resume_pos]
+    # which instruction of ``code`` each instruction of the new code comes from
+    origin = dict(origin) if origin is not None else {
+        id(x): i for i, x in enumerate(x for x in items if isinstance(x, Instr))}
     out = []
     for item in items:
         if item is target_item:
@@ -122,7 +125,10 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
                 if item.name in ("MAKE_CELL", "COPY_FREE_VARS"):
                     continue
                 if isinstance(item.arg, CellVar):
+                    old = item
                     item = Instr(item.name, FreeVar(item.arg.name), location=item.location)
+                    if id(old) in origin:
+                        origin[id(item)] = origin[id(old)]
             converted.append(item)
         out = converted
     new = Bytecode(out)
@@ -141,8 +147,19 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
     # misses them (depth 32768, handlers left out of the stack size) or fails (negative
     # sizes): keep the frame's own exception-table depths and stack size (the prologue
     # pushes a stack the frame had at that point), plus what the step's stubs push.
-    return consistent_linetable(new.to_code(stacksize=max(code.co_stacksize, stub_stack),
-                                            compute_exception_stack_depths=False))
+    result = consistent_linetable(new.to_code(stacksize=max(code.co_stacksize, stub_stack),
+                                              compute_exception_stack_depths=False))
+    _ORIGINS[result] = (code, [origin.get(id(x)) for x in out if isinstance(x, Instr)])
+    return result
+
+
+# generated code object -> (the original code, original instruction index per new instruction)
+_ORIGINS: dict = {}
+
+
+def origin_of(code):
+    """(original code, index map) for a generated continuation; (code, None) otherwise."""
+    return _ORIGINS.get(code, (code, None))
 
 
 def consistent_linetable(code: types.CodeType) -> types.CodeType:
@@ -254,8 +271,10 @@ def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = 
     # continuation), so it returns with an empty stack; inside a try block the handler
     # may need the lower slots, so there everything is pushed
     skip = 0 if in_try else untouched
+    origin = {id(bc[p]): i for i, p in enumerate(positions)}
+    origin[id(new_instr)] = at.index
     return _build(bc, items, (first, start), _prologue(at, start, skip), resume_pos, params, code,
-                  f"step_at_{at.index}", stub_stack)
+                  f"step_at_{at.index}", stub_stack, origin)
 
 
 def check_resumable(code, ins) -> None:

@@ -226,3 +226,18 @@ class CallSource(Source):
                        for a in self.args)
         text = f"{ns.ref(self.fn)}({self.base_src.expr(ns)}{args})"
         return f"tuple({text})" if self.as_tuple else text
+
+
+@dataclass(frozen=True)
+class AsTensorSource(Source):
+    """A Python number handed to the graph as a 0-d tensor (see values/tensor.py)."""
+    base_src: Source
+    dtype: object
+
+    @property
+    def base(self):
+        return self.base_src
+
+    def _expr(self, ns):
+        import torch
+        return f"{ns.ref(torch.tensor)}({self.base_src.expr(ns)}, dtype={ns.ref(self.dtype)})"

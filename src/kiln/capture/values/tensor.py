@@ -181,6 +181,8 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     """
     from .builder import wrap_fake_result
     state = tx.state
+    if target in _SCALAR_FRIENDLY and any(isinstance(a, TensorValue) for a in args):
+        args = [_scalar_input(tx, a) for a in args]
     node_args, fake_args = zip(*[_lower(tx, a) for a in args]) if args else ((), ())
     node_kwargs, fake_kwargs = {}, {}
     for k, v in kwargs.items():
@@ -195,6 +197,38 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     if mutating:
         state.note_tensor_mutation(args, kwargs)
     return wrap_fake_result(tx, node, result)
+
+
+# Elementwise arithmetic where a Python number and a 0-d tensor of the matching kind
+# (int64 for int, float64 for float) give the same result dtype and values.
+_SCALAR_FRIENDLY = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+    operator.iadd, operator.isub, operator.imul, operator.itruediv,
+})
+
+
+def _scalar_input(tx, v: Value) -> Value:
+    """A number that is not specialised yet (a loop index or an ``item()`` carried into a
+    continuation) enters the graph as a 0-d tensor input instead of being baked in, so a
+    new value is not a recompile."""
+    if not (isinstance(v, ConstantValue) and v.is_lazy() and v.source is not None):
+        return v
+    value = v.peek()
+    if type(value) not in (int, float):
+        return v
+    from ..sources import AsTensorSource
+    dtype = torch.int64 if type(value) is int else torch.float64
+    state = tx.state
+    state.guards.add("type", v.source, f"type({{v}}) is {state.ns.ref(type(value))}",
+                     f"{v.source.describe()} is a {type(value).__name__}")
+    source = AsTensorSource(v.source, dtype)
+    real = torch.tensor(value, dtype=dtype)
+    state.keepalive.append(real)
+    node, fake = state.builder.add_input(real, source, f"{v.source.describe()}_scalar")
+    out = TensorValue(node, fake, source)
+    out.cls = torch.Tensor
+    state.fake_values[id(fake)] = out
+    return out
 
 
 def _lower(tx, v: Value):
