@@ -294,3 +294,30 @@ def test_backward_inside_the_compiled_function():
     # print.  Graphs: the loss, x.grad.norm(), x.grad * 1.  The printed float is
     # specialised: the second input set recompiles the print's continuation (a break)
     check(f, seeds(grad_inputs), graphs=3, breaks=3, total_breaks=4)
+
+
+def test_break_inside_inference_mode():
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+            print("inference", torch.is_inference_mode_enabled(), torch.is_grad_enabled())
+        print("after", torch.is_inference_mode_enabled())
+        return y + 1
+
+    # the block is re-entered as real inference mode around the print; its exit is a
+    # break of its own (the continuation gets the real context manager's __exit__)
+    check(f, seeds(grad_inputs), graphs=2, breaks=3)
+
+
+@torch.no_grad()
+def _decorated(x):
+    y = x * 2
+    print("decorated, grad:", torch.is_grad_enabled())
+    return y * 3
+
+
+def test_break_inside_function_decorated_with_no_grad():
+    # Kiln compiles torch's decorator wrapper; it breaks at the call of the function
+    # inside its with-block, and the function is compiled as its own frame.  Graphs: the
+    # switch into no_grad, x * 2, y * 3, the switch back at the block's exit
+    check(_decorated, seeds(grad_inputs), graphs=4, breaks=2)

@@ -229,6 +229,20 @@ class ConstantFunctionValue(Value):
         return const(self.result() if callable(self.result) else self.result)
 
 
+class InferenceModeQueryValue(ConstantFunctionValue):
+    """``torch.is_inference_mode_enabled()``: the innermost ``inference_mode`` block being
+    traced decides (Kiln traces those blocks as no_grad), else the real mode."""
+
+    def call(self, tx, args, kwargs):
+        t = tx
+        while t is not None:
+            for ctx in reversed(t.context_stack):
+                if getattr(ctx, "inference", None) is not None:
+                    return const(ctx.inference)
+            t = t.parent
+        return const(torch.is_inference_mode_enabled())
+
+
 class IgnoredFunctionValue(Value):
     """A function whose call can be dropped while tracing (returns None)."""
 
@@ -308,9 +322,17 @@ class GradModeValue(Value):
 
         It restores the mode from before the with-block, not the one the glue runs under
         (a continuation inside the block runs with the block's mode already on)."""
+        if getattr(self, "inference", False):
+            return f"{cg.ref(_entered_inference_exit)}()"
         if self.prior is None:
             return f"{cg.ref(torch.set_grad_enabled)}({self.mode}).__exit__"
         return f"{cg.ref(_entered_grad_exit)}({self.mode}, {self.prior})"
+
+
+def _entered_inference_exit():
+    ctx = torch.inference_mode()
+    ctx.__enter__()
+    return ctx.__exit__
 
 
 def _entered_grad_exit(mode: bool, prior: bool):
@@ -378,7 +400,9 @@ class GradModeClassValue(Value):
             return v
         if cls is torch.inference_mode:
             mode = args[0].as_constant() if args else kwargs.get("mode", const(True)).as_constant()
-            return GradModeValue(not mode)
+            v = GradModeValue(not mode)
+            v.inference = bool(mode)   # re-entered as inference mode at a graph break
+            return v
         raise Unsupported(f"{cls.__name__} as a context manager")
 
     def reconstruct(self, cg):
@@ -483,6 +507,7 @@ def torch_special_functions() -> dict:
         torch.jit.is_tracing: ConstantFunctionValue(torch.jit.is_tracing, False),
         torch._C._get_tracing_state: ConstantFunctionValue(torch._C._get_tracing_state, None),
         torch.is_grad_enabled: ConstantFunctionValue(torch.is_grad_enabled, torch.is_grad_enabled),
+        torch.is_inference_mode_enabled: InferenceModeQueryValue(torch.is_inference_mode_enabled, None),
         torch.is_autocast_enabled: ConstantFunctionValue(torch.is_autocast_enabled, torch.is_autocast_enabled),
         torch.get_default_dtype: ConstantFunctionValue(torch.get_default_dtype, torch.get_default_dtype),
         torch.is_tensor: None,  # handled by builtins-like isinstance logic below
