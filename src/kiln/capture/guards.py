@@ -100,6 +100,27 @@ class GuardSet:
     def global_state(self):
         self.add("global_state", None, f"{self.ns.ref(torch.is_grad_enabled)}() is {torch.is_grad_enabled()}",
                  f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}")
+        # autocast changes what every op computes (and backends bake it in): one cheap
+        # check when it is off, the full (device, dtype) state when it is on
+        if not torch._C._is_any_autocast_enabled():
+            self.add("global_state", None, f"{self.ns.ref(torch._C._is_any_autocast_enabled)}() is False",
+                     "autocast is off")
+        else:
+            state = autocast_state()
+            self.add("global_state", None, f"{self.ns.ref(autocast_state)}() == {state!r}",
+                     f"autocast state is {state}")
+
+
+def autocast_state() -> tuple:
+    """(device, dtype) for every device where autocast is on."""
+    out = []
+    for device in ("cpu", "cuda", "xpu", "mps", "hpu"):
+        try:
+            if torch.is_autocast_enabled(device):
+                out.append((device, str(torch.get_autocast_dtype(device))))
+        except RuntimeError:
+            continue
+    return tuple(out)
 
 
 class GuardCodegen:

@@ -1,0 +1,228 @@
+"""Global state: grad mode, requires_grad, autocast and the torch RNG."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kiln
+
+from .harness import check, randn
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+BACKENDS = ["eager", "aot_eager", "aten"]
+
+
+# -- grad mode and requires_grad ------------------------------------------------------------
+
+def test_no_grad_block():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+        return y, x * 3
+    check(f, lambda: (randn(3, requires_grad=True),), graphs=1)
+
+
+def test_set_grad_enabled_left_off():
+    def f(x):
+        torch.set_grad_enabled(False)
+        return x * 2
+    check(f, lambda: (randn(3, requires_grad=True),), graphs=1)
+
+
+def test_enable_grad_inside_no_grad_caller():
+    def f(x):
+        with torch.enable_grad():
+            y = x * 2
+        return y
+    compiled = kiln.compile(f)
+    x = randn(3, requires_grad=True)
+    with torch.no_grad():
+        a, b = f(x), compiled(x)
+    assert a.requires_grad and b.requires_grad and torch.equal(a, b)
+
+
+def test_grad_mode_restored_across_break():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            print("inside", torch.is_grad_enabled())
+            z = y + 1
+        return z, x + 1
+    check(f, lambda: (randn(3, requires_grad=True),))
+
+
+def test_requires_grad_on_new_tensor():
+    def f(x):
+        w = torch.ones(3).requires_grad_()
+        return (w * x).sum(), w
+    check(f, lambda: (randn(3),), graphs=1)
+
+
+def test_requires_grad_on_input():
+    def f(x):
+        x.requires_grad_()
+        return x * 2
+    check(f, lambda: (randn(3),))
+
+
+def test_requires_grad_attribute_write_on_input():
+    def f(x):
+        x.requires_grad = True
+        return x * 2
+    check(f, lambda: (randn(3),))
+
+
+def test_detach_inplace_on_output():
+    def f(x):
+        y = x * 2
+        y.detach_()
+        return y
+    check(f, lambda: (randn(3, requires_grad=True),))
+
+
+# -- autocast ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autocast_region_inside_frame(backend):
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            z = torch.relu(y)
+        return z, z.float() @ w
+    check(f, lambda: (randn(4, 4), randn(4, 4)), backend=backend)
+
+
+def test_autocast_region_training_eager_backend():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+        return y.float().sum()
+    check(f, lambda: (randn(4, 4), randn(4, 4, requires_grad=True)),
+          post=lambda r, i: r.backward())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frame_called_inside_and_outside_autocast(backend):
+    def f(x):
+        return x @ x + 1
+    compiled = kiln.compile(f, backend=backend)
+    x = randn(4, 4)
+    for _ in range(2):
+        assert torch.equal(compiled(x), f(x))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a, b = compiled(x), f(x)
+        assert a.dtype == b.dtype == torch.bfloat16 and torch.equal(a, b)
+
+
+def test_autocast_disabled_region():
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ x
+            with torch.autocast("cpu", enabled=False):
+                z = y.float() @ x
+        return y, z
+    check(f, lambda: (randn(3, 3),))
+
+
+# -- the random generator ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_same_stream(backend):
+    def f(x):
+        return F.dropout(x, 0.5, training=True) + torch.rand(4)
+    check(f, lambda: (randn(4),), backend=backend, graphs=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_training_gradients(backend):
+    def f(x, w):
+        h = F.dropout(x @ w, 0.3, training=True)
+        return F.dropout(h.relu(), 0.3, training=True).sum()
+    def post(r, inputs):
+        r.backward()
+    check(f, lambda: (randn(4, 5), randn(5, 5, requires_grad=True)), backend=backend, post=post, graphs=1)
+
+
+def test_manual_seed_at_start():
+    def f(x):
+        torch.manual_seed(3)
+        return x + torch.rand(4)
+    check(f, lambda: (randn(4),))
+
+
+def test_manual_seed_between_random_ops():
+    def f(x):
+        a = torch.rand(4)
+        torch.manual_seed(3)
+        return x + a + torch.rand(4)
+    check(f, lambda: (randn(4),), graphs=2)
+
+
+def test_get_and_set_rng_state():
+    def f(x):
+        s = torch.get_rng_state()
+        a = torch.rand(2)
+        torch.set_rng_state(s)
+        return x + a + torch.rand(2)
+    check(f, lambda: (randn(2),))
+
+
+def test_random_ops_consume_like_eager():
+    def f(x):
+        return (x + torch.randn_like(x) + torch.randint(0, 5, (2,)) + torch.bernoulli(torch.full((2,), 0.5))
+                + torch.empty(2).uniform_() + torch.randperm(2))
+    check(f, lambda: (randn(2),), graphs=1)
+
+
+def test_private_generator():
+    def f(x):
+        g = torch.Generator().manual_seed(5)
+        return x + torch.rand(2, generator=g)
+    check(f, lambda: (randn(2),))
+
+
+def test_dropout_module_train_and_eval():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(x) * 2
+    m = M()
+    compiled = kiln.compile(m)
+    for mode in (True, False, True):
+        m.train(mode)
+        x = randn(8)
+        torch.manual_seed(0)
+        a = m(x)
+        torch.manual_seed(0)
+        b = compiled(x)
+        assert torch.equal(a, b)
+
+
+def test_set_default_dtype_breaks():
+    def f(x):
+        torch.set_default_dtype(torch.float64)
+        try:
+            return x + torch.ones(2)
+        finally:
+            torch.set_default_dtype(torch.float32)
+    check(f, lambda: (randn(2),))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "aten"])
+def test_training_frame_compiled_outside_then_called_inside_autocast(backend):
+    # the autocast state is guarded: a graph compiled without autocast is not reused in it
+    def f(x, w):
+        return (x @ w).relu()
+    compiled = kiln.compile(f, backend=backend)
+    x, w = randn(4, 4), randn(4, 4, requires_grad=True)
+    compiled(x, w)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a, b = compiled(x, w), f(x, w)
+    assert a.dtype == b.dtype == torch.bfloat16 and torch.equal(a, b)
+    a.float().sum().backward()
+    ga, w.grad = w.grad, None
+    b.float().sum().backward()
+    assert torch.equal(ga, w.grad)
