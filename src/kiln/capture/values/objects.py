@@ -113,6 +113,9 @@ class CMethodValue(Value):
             return const(None)
         if self.raw is object.__init__:
             return const(None)
+        if self.raw is object.__getattribute__ and len(args) == 1 and not kwargs:
+            lookup = getattr(target, "generic_getattr", target.getattr)
+            return lookup(tx, args[0].as_constant())
         real = getattr(target, "obj", None)
         if real is None or self.name not in _PURE_READS or kwargs or not _builtin_container(real):
             if self.name == "__call__" and real is not None:
@@ -252,6 +255,12 @@ class ObjectValue(DunderProtocol, Value):
                 from .functions import BoundMethodValue
                 return BoundMethodValue(wrap(tx, value.__func__, None), self)
             return wrap(tx, value, _src(self.source, name))
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """``object.__getattribute__``: Python's lookup, ignoring a class's own override."""
+        from .builder import wrap
+        obj, cls = self.obj, type(self.obj)
         owner, raw = lookup_class_attr(cls, name)
         is_data_descr = raw is not None and (hasattr(type(raw), "__set__") or hasattr(type(raw), "__delete__"))
         if is_data_descr:
