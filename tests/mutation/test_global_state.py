@@ -226,3 +226,11 @@ def test_training_frame_compiled_outside_then_called_inside_autocast(backend):
     ga, w.grad = w.grad, None
     b.float().sum().backward()
     assert torch.equal(ga, w.grad)
+
+
+def test_dropout_training_inductor_uses_eager_stream():
+    # inductor would draw from its own generator; Kiln compiles with fallback_random
+    def f(x, w):
+        return F.dropout(x @ w, 0.5, training=True).sum() + torch.rand(()) * 0
+    check(f, lambda: (randn(4, 5), randn(5, 5, requires_grad=True)), backend="inductor",
+          post=lambda r, i: r.backward(), graphs=1)

@@ -40,8 +40,13 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
     def compile_flat(flat_gm, inputs):
         # a private GraphModule over a copy of the graph; submodules/params are shared
         private = torch.fx.GraphModule(flat_gm, _copy_graph(flat_gm.graph))
+        from torch._inductor import config as inductor_config
         try:
-            with functorch_config.patch(force_non_lazy_backward_lowering=True):
+            # fallback_random: random ops run eager's kernels on the global generator, so
+            # the stream (dropout masks, later draws) is eager's; inductor's own RNG is not.
+            # backward_pass_autocast="off": as in _aot.aot_compile
+            with functorch_config.patch(force_non_lazy_backward_lowering=True, backward_pass_autocast="off"), \
+                    inductor_config.patch(fallback_random=True):
                 return compile_fx(private, inputs)
         except Exception as e:
             raise BackendError(f"inductor could not compile the graph: {type(e).__name__}: {first_line(e)}") from e
