@@ -84,7 +84,8 @@ def test_item_break_in_no_grad():
             scale = x.abs().max().item()
         return x / scale
 
-    check(f, seeds(grad_inputs), graphs=2, total_graphs=3, breaks=1)
+    # the float enters the continuation's graph as a 0-d tensor input: no recompile
+    check(f, seeds(grad_inputs), graphs=2, breaks=1)
 
 
 def test_break_in_try_body():
