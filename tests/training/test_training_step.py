@@ -27,6 +27,7 @@ import pytest
 import torch
 
 import kiln
+from kiln.backends.aten import check_functional
 from kiln.debug.accuracy import compare, fp64_copy
 from kiln.testing import CompileCounter
 
@@ -74,9 +75,13 @@ class CountingBackend:
         self.target = kiln.backends.lookup(name)
         self.__name__ = name
 
+        self.compiled = []
+
     def __call__(self, gm, example_inputs):
         self.counter(gm, example_inputs)
-        return self.target(gm, example_inputs)
+        compiled = self.target(gm, example_inputs)
+        self.compiled.append(compiled)
+        return compiled
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -100,6 +105,14 @@ def test_one_training_step_matches_fp64_reference(name, backend):
     assert set(grads) == set(expected[1]) and len(grads) > 10
     missing = [n for n, g in grads.items() if g is None and expected[1][n] is not None]
     assert not missing, f"parameters without a gradient: {missing}"
+    if backend == "aten":
+        # what ran were functionalized ATen graphs, forward and backward: no in-place or
+        # view op left to hit "set_storage_offset is not allowed on a Tensor created
+        # from .data or .detach()"
+        aten_graphs = [g for c in counting.compiled for g in c.aten_graphs]
+        assert len(aten_graphs) >= 2 * graphs
+        for g in aten_graphs:
+            check_functional(g)
     for label, result in (("first step", actual), ("second step", again)):
         report = compare(expected, result, reference, name=f"{name}/{backend} {label}")
         assert report.ok, str(report)
