@@ -15,7 +15,7 @@ from .instructions import (CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_IT
                            exception_table, index_at_offset)
 from .values.base import const
 from .values.exceptions import TracedException
-from .sources import BuiltinSource, GlobalSource
+from .sources import GlobalSource
 from .values.base import Value
 
 _DECODED: dict = {}

@@ -14,7 +14,6 @@ code objects here are built with the ``bytecode`` package.
 """
 from __future__ import annotations
 
-import dis
 import types
 from dataclasses import dataclass
 

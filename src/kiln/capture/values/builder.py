@@ -348,7 +348,6 @@ def _construct_dict(tx, cls, args: list, kwargs: dict) -> Value:
 
 def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
     """``cls(*args, **kwargs)`` for a class read while tracing."""
-    from .functions import bind_arguments  # noqa: F401 - used by namedtuple path
     cls = cls_value.obj
     if _is_namedtuple_class(cls):
         fields = cls._fields

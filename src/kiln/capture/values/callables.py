@@ -97,8 +97,8 @@ def _hashable(x) -> bool:
         return False
 
 
-class TorchFunctionValue(Value):
-    """A function from torch: calling it records one op in the graph."""
+class RealCallableValue(Value):
+    """A callable that exists outside the frame: rebuilt from its source, or by reference."""
 
     def __init__(self, fn, source=None):
         self.fn = fn
@@ -106,6 +106,13 @@ class TorchFunctionValue(Value):
 
     def real_object(self):
         return self.fn
+
+    def reconstruct(self, cg):
+        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
+
+
+class TorchFunctionValue(RealCallableValue):
+    """A function from torch: calling it records one op in the graph."""
 
     def python_type(self):
         return type(self.fn)
@@ -131,9 +138,6 @@ class TorchFunctionValue(Value):
         except AttributeError:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}")
 
-    def reconstruct(self, cg):
-        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
-
 
 _GLOBAL_STATE_NAMES = frozenset({
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "get_rng_state_all",
@@ -156,15 +160,8 @@ def touches_global_state(fn) -> bool:
 _IMMUTABLE_BUILTINS = (str, bytes, int, float, complex, bool, tuple, frozenset)
 
 
-class CFunctionValue(Value):
+class CFunctionValue(RealCallableValue):
     """A C function Kiln has no model of: calling it is unsupported (a graph break)."""
-
-    def __init__(self, fn, source=None):
-        self.fn = fn
-        self.source = source
-
-    def real_object(self):
-        return self.fn
 
     def describe(self):
         name = getattr(self.fn, "__qualname__", None) or repr(self.fn)
@@ -189,26 +186,15 @@ class CFunctionValue(Value):
                 .call(tx, list(args[1:]), kwargs)
         raise Unsupported(f"call to {self.describe()}, a C function Kiln does not model")
 
-    def reconstruct(self, cg):
-        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
 
-
-class DisabledFunctionValue(Value):
-    def __init__(self, fn, source=None):
-        self.fn = fn
-        self.source = source
-
-    def real_object(self):
-        return self.fn
+class DisabledFunctionValue(RealCallableValue):
+    """A function marked with kiln.disable / torch.compiler.disable: never traced."""
 
     def describe(self):
         return f"disabled function {getattr(self.fn, '__qualname__', self.fn)}"
 
     def call(self, tx, args, kwargs):
         raise Unsupported(f"{self.describe()} is excluded from compilation (kiln.disable / torch.compiler.disable)")
-
-    def reconstruct(self, cg):
-        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
 
 
 class ConstantFunctionValue(Value):

@@ -15,7 +15,6 @@ class SuperValue(Value):
         return f"super({self.cls.__name__}, {self.obj.describe()})"
 
     def getattr(self, tx, name):
-        from .builder import wrap
         obj_type = self.obj.python_type()
         mro = obj_type.__mro__
         try:
