@@ -147,8 +147,12 @@ def check(fn, make_inputs, *, backend="eager", graphs=None, reset=None, snapshot
             assert alias_pattern(eager_in, e_res) == alias_pattern(comp_in, c_res), \
                 f"seed {seed}: aliasing differs\n{alias_pattern(eager_in, e_res)}\n{alias_pattern(comp_in, c_res)}"
         if post is not None:
+            torch.manual_seed(99)
             post(e_res, eager_in)
+            e_draw = torch.rand(2)
+            torch.manual_seed(99)
             post(c_res, comp_in)
+            assert torch.equal(e_draw, torch.rand(2)), "post() (e.g. backward) drew from the RNG differently"
         assert_same(e_res, c_res, "result")
         assert_same(eager_in, comp_in, "inputs")
         assert_same(e_snap, c_snap, "state")

@@ -122,7 +122,7 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                 return aot_module_simplified(
                     flat_gm, inputs,
                     fw_compiler=fw_compiler,
-                    bw_compiler=bw_compiler or fw_compiler,
+                    bw_compiler=_no_random_in_backward(bw_compiler or fw_compiler),
                     keep_inference_input_mutations=keep_inference_input_mutations,
                 )
         except BackendError:
@@ -132,6 +132,34 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                                f"{type(e).__name__}: {first_line(e)}") from e
 
     return GradSpecialized(gm, example_inputs, compile_flat, backend_name)
+
+
+def _is_random(node) -> bool:
+    target = node.target
+    return node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
+
+
+def _no_random_in_backward(bw_compiler: Callable) -> Callable:
+    """Eager's backward never draws from the generator.  AOTAutograd's default partition
+    can leave a dead copy of a forward random op (dropout) in the backward graph, which
+    would advance the generator on every ``backward()``: such nodes are removed.  A random
+    op whose result the backward uses (a recomputed mask) cannot match eager: refused."""
+
+    def compile_bw(gm: torch.fx.GraphModule, example_inputs):
+        for node in reversed(list(gm.graph.nodes)):
+            if _is_random(node):
+                users = list(node.users)
+                if all(u.op == "call_function" and not u.users and u.target.__name__ == "getitem" for u in users):
+                    for u in users:
+                        gm.graph.erase_node(u)
+                    gm.graph.erase_node(node)
+                else:
+                    raise BackendError(f"the backward graph recomputes a random op ({node.format_node()}); "
+                                       f"eager's backward reuses the forward's result")
+        gm.recompile()
+        return bw_compiler(gm, example_inputs)
+
+    return compile_bw
 
 
 class GradSpecialized:
