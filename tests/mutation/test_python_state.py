@@ -555,3 +555,79 @@ def test_dict_mutation_across_two_breaks():
         d.pop("a")
         return d
     check(f, lambda: ({}, randn(2)))
+
+
+# -- classes, Python modules, identity ---------------------------------------------------------
+
+class Klass:
+    count = 0
+
+
+def test_class_attribute_counter_read_back():
+    def f(x):
+        Klass.count += 1
+        Klass.count += 1
+        return x * Klass.count
+    def reset():
+        Klass.count = 0
+    counter = check(f, lambda: (randn(2),), reset=reset, snapshot=lambda: Klass.count, graphs=1)
+
+
+def test_new_class_attribute_and_del():
+    def f(x):
+        Klass.tmp = x * 2
+        y = Klass.tmp + 1
+        del Klass.tmp
+        return y, hasattr(Klass, "tmp")
+    check(f, lambda: (randn(2),), snapshot=lambda: hasattr(Klass, "tmp"), graphs=1)
+
+
+PYMOD = types.ModuleType("pymod")
+PYMOD.flag = 0
+
+
+def test_python_module_attribute():
+    def f(x):
+        PYMOD.flag = PYMOD.flag + 1
+        PYMOD.last = x
+        return x * PYMOD.flag
+    def reset():
+        PYMOD.flag = 0
+        PYMOD.__dict__.pop("last", None)
+    check(f, lambda: (randn(2),), reset=reset, snapshot=lambda: (PYMOD.flag, getattr(PYMOD, "last", None)),
+          graphs=1)
+
+
+def test_new_object_escapes_then_break_then_mutated():
+    def f(x):
+        o = Empty()
+        G_DICT["o"] = o
+        kiln.graph_break()
+        o.x = x + 1
+        return o.x
+    check(f, lambda: (randn(2),), reset=reset_globals, snapshot=lambda: vars(G_DICT["o"]))
+
+
+def test_mutated_input_list_returned_is_the_same_object():
+    def f(l, x):
+        l.append(x)
+        return l
+    l = []
+    assert kiln.compile(f)(l, torch.ones(2)) is l and len(l) == 1
+
+
+def test_tensor_used_as_dict_key():
+    def f(d, x):
+        d[x] = x.sum()
+        return len(d)
+    d, x = {}, torch.ones(2)
+    kiln.compile(f)(d, x)
+    assert list(d)[0] is x and torch.equal(d[x], torch.tensor(2.0))
+
+
+def test_rewrite_list_items_in_loop():
+    def f(l, x):
+        for i, t in enumerate(l):
+            l[i] = t * 2 + x
+        return x
+    check(f, lambda: ([randn(2), randn(2)], randn(2)), graphs=1)

@@ -336,13 +336,18 @@ class ObjectValue(DunderProtocol, Value):
         return cg.ref(self.obj)
 
 
+# C __setattr__ slots that store like object's (classes and Python modules: a plain dict store)
+_GENERIC_SETATTRS = (object.__dict__["__setattr__"], type.__dict__["__setattr__"],
+                     types.ModuleType.__dict__["__setattr__"])
+
+
 def custom_setattr(tx, self_value, name, value) -> bool:
     """Run the class's own ``__setattr__`` (traced) if it has one; False if it has none.
 
     A ``__setattr__`` written in C other than ``object``'s (an extension type) is a store
     Kiln cannot model: refused, so it becomes a graph break instead of being lost."""
     owner, raw = lookup_class_attr(self_value.python_type(), "__setattr__")
-    if raw is None or raw is object.__dict__["__setattr__"]:
+    if raw is None or raw in _GENERIC_SETATTRS:
         return False
     if isinstance(raw, types.FunctionType):
         bind_class_attr(tx, owner, raw, self_value, "__setattr__").call(tx, [const(name), value], {})
@@ -375,6 +380,15 @@ def _same(tx, a, b) -> bool:
     from ..operators import compare
     import operator
     return bool(compare(tx, operator.eq, a, b).as_constant())
+
+
+def _pending_write(tx, v, name):
+    """What the trace itself stored at ``v.name`` (None if nothing); a pending ``del``
+    reads as a missing attribute."""
+    pending = tx.state.side_effects.pending_attr(v.obj, name)
+    if pending is _DELETED:
+        raise AttributeMissing(f"{v.describe()} has no attribute {name!r}")
+    return pending
 
 
 class _Deleted(Value):
@@ -589,6 +603,9 @@ class ClassValue(ObjectValue):
 
     def getattr(self, tx, name):
         from .builder import wrap
+        pending = _pending_write(tx, self, name)
+        if pending is not None:
+            return pending
         cls = self.obj
         owner, raw = lookup_class_attr(cls, name)
         if isinstance(raw, classmethod):
@@ -618,6 +635,9 @@ class PythonModuleValue(ObjectValue):
 
     def getattr(self, tx, name):
         from .builder import wrap
+        pending = _pending_write(tx, self, name)
+        if pending is not None:
+            return pending
         try:
             value = getattr(self.obj, name)
         except AttributeError:
