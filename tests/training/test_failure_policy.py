@@ -131,3 +131,14 @@ def test_one_failing_graph_of_several_falls_back_alone():
         out = kiln.compile(f, backend=picky)(x)
     assert torch.equal(out, f(x))
     assert len(seen) == 2 and kiln.metrics.backend_fallbacks == 1
+
+
+def test_backend_time_is_counted_once():
+    import time
+
+    def slow(gm, example_inputs):
+        time.sleep(0.2)
+        return gm.forward
+
+    kiln.compile(lambda x: x + 1, backend=slow)(torch.ones(2))
+    assert 0.2 <= kiln.metrics.backend_seconds < 0.35
