@@ -631,3 +631,59 @@ def test_rewrite_list_items_in_loop():
             l[i] = t * 2 + x
         return x
     check(f, lambda: ([randn(2), randn(2)], randn(2)), graphs=1)
+
+
+# -- in-place operators on containers, __dict__ --------------------------------------------------
+
+def test_inplace_operators_mutate_the_container():
+    def f(l, m, d, s, t, x):
+        l += [x]
+        m *= 2
+        d |= {"k": x}
+        s |= {3}
+        t -= {1}
+        return x
+    check(f, lambda: ([], [1], {}, {1}, {1, 2}, randn(2)))
+
+
+def test_inplace_operator_on_aliased_list():
+    def f(l, x):
+        alias = l
+        alias += [x, 1]
+        alias *= 2
+        return len(l)
+    check(f, lambda: ([0], randn(2)))
+
+
+def test_setattr_delattr_builtins():
+    def f(o, x):
+        setattr(o, "b", x)
+        delattr(o, "step")
+        return x + hasattr(o, "step")
+    check(f, obj_and_x, graphs=1)
+
+
+def test_attribute_write_then_dict_read():
+    def f(o, x):
+        o.step = 7
+        return x * o.__dict__["step"]
+    check(f, obj_and_x)
+
+
+def test_dict_write_then_attribute_write_and_read():
+    def f(o, x):
+        o.step = 6
+        vars(o)["step"] = 5
+        return x * o.step
+    check(f, obj_and_x)
+
+
+def test_writes_in_try_before_raise_persist():
+    def f(l, x):
+        try:
+            l.append(1)
+            raise ValueError
+        except ValueError:
+            l.append(2)
+        return x
+    check(f, lambda: ([], randn(2)))

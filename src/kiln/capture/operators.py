@@ -99,7 +99,17 @@ def inplace(tx, fn, a: Value, b: Value) -> Value:
     if isinstance(a, DictValue) and fn is operator.ior:
         a.call_method(tx, "update", [b], {})
         return a
-    return binary(tx, INPLACE_TO_BINARY[fn], a, b)
+    result = binary(tx, INPLACE_TO_BINARY[fn], a, b)
+    if isinstance(a, (ListValue, SetValue)) and type(result) is type(a) and result is not a:
+        # list *= n, set |= / &= / -=: Python mutates the left operand itself
+        tx.state.side_effects.mutated(a)
+        if isinstance(a, ListValue):
+            a.items[:] = result.items
+        else:
+            a.items.clear()
+            a.items.update(result.items)
+        return a
+    return result
 
 
 def _sequence_op(tx, fn, a, b):

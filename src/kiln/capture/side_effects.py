@@ -29,7 +29,19 @@ class SideEffects:
     def store_attr(self, obj_value, name: str, value):
         local = id(obj_value.obj) in self.trace_local_ids
         self._check_allowed(f"attribute {name!r} of {obj_value.describe()}", target_is_new=local)
+        if self.dict_mutated_as_container(obj_value.obj):
+            raise Unsupported(f"setting {name!r} of {obj_value.describe()} after changing its __dict__ directly")
         self.attr_writes[(id(obj_value.obj), name)] = (obj_value, name, value)
+
+    def dict_mutated_as_container(self, obj) -> bool:
+        """Whether ``obj.__dict__`` itself was changed through a dict Value (``vars(o)[k] = v``):
+        attribute reads and writes of ``obj`` would not see those changes, and the replay
+        would order them wrongly, so such mixes are refused."""
+        d = getattr(obj, "__dict__", None)
+        return isinstance(d, dict) and any(getattr(c, "real", None) is d for c in self.mutated_containers.values())
+
+    def has_pending_attrs(self, obj) -> bool:
+        return any(key[0] == id(obj) for key in self.attr_writes)
 
     def replayed_attr_writes(self):
         return [w for key, w in self.attr_writes.items() if key[0] not in self.trace_local_ids]

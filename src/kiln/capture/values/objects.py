@@ -242,6 +242,9 @@ class ObjectValue(DunderProtocol, Value):
             if pending is _DELETED:
                 raise AttributeMissing(f"{type(self.obj).__name__} object has no attribute {name!r}")
             return pending
+        se = tx.state.side_effects
+        if name == "__dict__" and se.has_pending_attrs(self.obj) or se.dict_mutated_as_container(self.obj):
+            raise Unsupported(f"{self.describe()}: attributes and __dict__ both changed in one graph")
         from .builder import wrap
         obj, cls = self.obj, type(self.obj)
         if _custom_getattribute(cls):
