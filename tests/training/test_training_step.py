@@ -117,3 +117,25 @@ def test_one_training_step_matches_fp64_reference(name, backend):
         report = compare(expected, result, reference, name=f"{name}/{backend} {label}")
         assert report.ok, str(report)
     print(f"{name}/{backend}: {graphs} graph(s); {report}")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_training_step_with_dropout_draws_the_same_random_numbers(backend):
+    """With dropout on, a compiled step seeded like the eager one must draw the same
+    masks: the backends run the random ops in program order from the same generator.
+    There is no fp64 reference for random masks, so the tolerance is eager-relative."""
+    import transformers
+    config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=128, vocab_size=1000, max_position_embeddings=64,
+                                     hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(config).train()
+    inputs = batch("bert")
+    expected = training_step(model, model, inputs)
+    without_dropout = training_step(model.eval(), model, inputs)
+    model.train()
+    compiled = kiln.compile(model, backend=backend)
+    actual = training_step(model, compiled, inputs)
+    assert not torch.allclose(expected[0], without_dropout[0])       # dropout really is active
+    report = compare(expected, actual, None, name=f"bert+dropout/{backend}")
+    assert report.ok, str(report)
