@@ -255,3 +255,80 @@ def test_no_alias_where_eager_has_none():
     def f(x):
         return x.clone(), x + 0, x.contiguous().clone()
     check(f, x6, post=lambda r, i: r[0].add_(1))
+
+
+# -- aliased inputs under every backend, and refusals that must match eager ----------------------
+
+def _view_pair():
+    x = randn(4)
+    return x, x[:2]
+
+
+def _same_pair():
+    x = randn(4)
+    return x, x
+
+
+def _disjoint_pair():
+    x = randn(4)
+    return x[2:], x[:2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make", [_view_pair, _same_pair, _disjoint_pair], ids=["view", "same", "disjoint"])
+def test_aliased_inputs_mutated(backend, make):
+    def f(x, y):
+        x.add_(1)
+        return y * 2
+    check(f, make, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_aliased_nonleaf_inputs_training(backend):
+    def f(x, y):
+        y.mul_(2)
+        return (x + y.view(-1)).sum()
+    def make():
+        x = randn(4, requires_grad=True) * 1
+        return x, x.view(2, 2)
+    check(f, make, backend=backend, post=lambda r, i: r.backward())
+
+
+def test_tensor_data_assignment():
+    def f(x):
+        x.data = torch.zeros(3)
+        return x + 1
+    check(f, lambda: (randn(3),))
+
+
+def test_inplace_on_leaf_parameter_raises_like_eager():
+    def f(p, x):
+        p.add_(1)
+        return p * x
+    for fn in (f, kiln.compile(f)):
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            fn(torch.nn.Parameter(torch.ones(3)), torch.ones(3))
+
+
+def test_version_counter_bumped_like_eager():
+    def f(x):
+        x.add_(1)
+        return x.sum()
+    a, b = randn(3), randn(3)
+    f(a)
+    kiln.compile(f)(b)
+    assert a._version == b._version
+
+
+def test_modified_saved_tensor_detected_in_backward():
+    # eager: y saved x for backward, the frame mutates x in place, backward must refuse
+    def f(x):
+        x.add_(1)
+        return x
+    for fn in (f, kiln.compile(f)):
+        w = randn(3, requires_grad=True)
+        x = randn(3)
+        y = (w * x).sum()
+        fn(x)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward()
