@@ -112,6 +112,17 @@ def alias_pattern(*roots):
     return pairs, views
 
 
+def _tensor_objects(inputs):
+    return [t for _, t in leaves(inputs, "in") if isinstance(t, torch.Tensor)]
+
+
+def identity_pattern(before, inputs, result):
+    """For every tensor leaf of (inputs, result) after the call: the index of the input
+    tensor object it *is* (``is``, not just equal or aliased), or None."""
+    index = {id(t): i for i, t in enumerate(before)}
+    return [(p, index.get(id(t))) for p, t in leaves((inputs, result), "") if isinstance(t, torch.Tensor)]
+
+
 def _run(fn, inputs, reset, snapshot):
     if reset is not None:
         reset()
@@ -141,8 +152,11 @@ def check(fn, make_inputs, *, backend="eager", graphs=None, reset=None, snapshot
         eager_in = list(make_inputs())
         torch.manual_seed(seed)
         comp_in = list(make_inputs())
+        e_before, c_before = _tensor_objects(eager_in), _tensor_objects(comp_in)
         e_res, e_out, e_after, e_snap = _run(fn, eager_in, reset, snapshot)
         c_res, c_out, c_after, c_snap = _run(compiled, comp_in, reset, snapshot)
+        assert identity_pattern(e_before, eager_in, e_res) == identity_pattern(c_before, comp_in, c_res), \
+            f"seed {seed}: which tensors are the very objects passed in differs"
         if aliasing:
             assert alias_pattern(eager_in, e_res) == alias_pattern(comp_in, c_res), \
                 f"seed {seed}: aliasing differs\n{alias_pattern(eager_in, e_res)}\n{alias_pattern(comp_in, c_res)}"

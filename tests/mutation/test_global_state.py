@@ -246,3 +246,28 @@ def test_backward_does_not_draw_random_numbers(backend):
     def make():
         return torch.randint(0, 10, (4,)), randn(10, 8, requires_grad=True), randn(8, 8, requires_grad=True)
     check(f, make, backend=backend, post=lambda r, i: r.backward())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_random_ops_still_advance_the_generator(backend):
+    def f(x):
+        torch.rand(3)
+        torch.randn(2).add_(1)
+        return x + 1
+    check(f, lambda: (randn(3),), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_ops_on_both_sides_of_a_break(backend):
+    def f(x):
+        y = torch.rand(3)
+        print("between")
+        return x + y + torch.rand(1)
+    check(f, lambda: (randn(3),), backend=backend)
+
+
+def test_python_random_module_runs_as_python():
+    import random
+    def f(x):
+        return x + random.random()
+    check(f, lambda: (randn(3),), reset=lambda: random.seed(0), snapshot=lambda: random.random())

@@ -332,3 +332,26 @@ def test_modified_saved_tensor_detected_in_backward():
         fn(x)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.backward()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_augmented_assignment_keeps_module_tensors_identity(backend):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", torch.zeros(3))
+            self.p = torch.nn.Parameter(torch.ones(3))
+            self.t = torch.ones(3)
+
+        def forward(self, x):
+            self.b += 1
+            self.t += x
+            with torch.no_grad():
+                self.p += 1
+            return x * 2
+    m = M()
+    ids = (id(m.b), id(m.p), id(m.t))
+    kiln.compile(m, backend=backend)(torch.ones(3))
+    assert ids == (id(m.b), id(m.p), id(m.t)) and isinstance(m.p, torch.nn.Parameter)
+    assert torch.equal(m.b, torch.ones(3)) and torch.equal(m.p, torch.full((3,), 2.0))
+    check(lambda mod, x: mod(x), lambda: (M(), randn(3)), backend=backend)
