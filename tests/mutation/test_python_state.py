@@ -687,3 +687,62 @@ def test_writes_in_try_before_raise_persist():
             l.append(2)
         return x
     check(f, lambda: ([], randn(2)))
+
+
+# -- all kinds of writes interleaved with breaks that read them ------------------------------------
+
+class Box:
+    def __init__(self):
+        self.v = 0
+
+    def __repr__(self):
+        return f"Box({self.v})"
+
+
+def _report(tag, box, items):
+    print(tag, box, len(items), G_COUNT, sorted(G_DICT))
+
+
+def test_mixed_writes_seen_in_order_by_python_at_breaks():
+    def f(box, items, x):
+        global G_COUNT
+        box.v = 1
+        items.append("a")
+        G_COUNT = 10
+        G_DICT["first"] = x
+        _report("one", box, items)            # a print inside: the callee breaks
+        box.v = box.v + 1
+        items.pop()
+        G_COUNT += 1
+        kiln.graph_break()
+        _report("two", box, items)
+        made = Box()
+        made.v = 99
+        items.append(made)
+        G_DICT["made"] = made
+        _report("three", box, items)
+        return x * G_COUNT
+    check(f, lambda: (Box(), [], randn(2)), reset=reset_globals,
+          snapshot=lambda: (G_COUNT, sorted(G_DICT), G_DICT.get("made") is not None))
+
+
+def test_new_object_carried_across_break_then_mutated():
+    def f(x):
+        o = Box()
+        o.v = x
+        print("made", type(o).__name__)
+        o.v = o.v + 1
+        o.extra = [o.v]
+        return o
+    check(f, lambda: (randn(2),))
+
+
+def test_same_new_object_in_two_containers_across_break():
+    def f(a, b, x):
+        o = Box()
+        a.append(o)
+        print("break")
+        b.append(o)
+        o.v = x
+        return a[0] is b[0]
+    check(f, lambda: ([], [], randn(2)))
