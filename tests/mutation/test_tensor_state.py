@@ -355,3 +355,11 @@ def test_augmented_assignment_keeps_module_tensors_identity(backend):
     assert ids == (id(m.b), id(m.p), id(m.t)) and isinstance(m.p, torch.nn.Parameter)
     assert torch.equal(m.b, torch.ones(3)) and torch.equal(m.p, torch.full((3,), 2.0))
     check(lambda mod, x: mod(x), lambda: (M(), randn(3)), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_outputs_alias_intermediate_with_offset_and_stride(backend):
+    def f(x):
+        y = x + 1
+        return y, y[1:, ::2], y.t(), y.view(torch.int32)
+    check(f, lambda: (randn(4, 6),), backend=backend, post=lambda r, i: r[1].mul_(0))

@@ -144,21 +144,40 @@ class Codegen:
         call too.  A backend that returns such a view as a copy (a functionalized inference
         graph) gets it rebuilt from the base with the traced size/stride/offset; the check is
         one storage comparison per such output, emitted only where the trace has one."""
-        index = {id(v.fake): i for i, v in enumerate(needed)}
+        def storage(t):
+            return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
+
+        # the owner of a storage: an output that is not a view (dtype reinterpretations,
+        # ``x.view(torch.int32)``, are not views to autograd but share the storage)
+        owners = {}
+        for i, v in enumerate(needed):
+            key = storage(v.fake)
+            if key is not None and not v.fake._is_view() and key not in owners:
+                owners[key] = i
         fixes = []
         for i, v in enumerate(needed):
             fake = v.fake
-            base = fake._base if isinstance(fake, torch.Tensor) and fake._is_view() else None
-            j = index.get(id(base)) if base is not None else None
+            j = owners.get(storage(fake))
             if j is None or j == i:
                 continue
-            fixes.append((i, j, tuple(fake.shape), fake.stride(), fake.storage_offset()))
+            base = needed[j].fake
+            if base.element_size() != fake.element_size():
+                continue
+            cast = "" if base.dtype == fake.dtype else f".view({self.ref(fake.dtype)})"
+            layout = (tuple(fake.shape), fake.stride(), fake.storage_offset())
+            if not fake._is_view():
+                # a dtype reinterpretation of the whole base (not a view to autograd)
+                if not cast or layout != (tuple(base.shape), base.stride(), base.storage_offset()):
+                    continue
+                fixes.append((i, f"___o[{j}]{cast}", j))
+            else:
+                fixes.append((i, f"___o[{j}]{cast}.as_strided{layout}", j))
         if not fixes:
             return
         self.lines.append("___o = list(___o)")
-        for i, j, size, stride, offset in fixes:
+        for i, text, j in fixes:
             self.lines.append(f"if ___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr(): "
-                              f"___o[{i}] = ___o[{j}].as_strided({size}, {stride}, {offset})")
+                              f"___o[{i}] = {text}")
 
     # -- side effects --------------------------------------------------------------------------
     def side_effect_lines(self):
