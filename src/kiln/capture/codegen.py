@@ -169,15 +169,16 @@ class Codegen:
                 # a dtype reinterpretation of the whole base (not a view to autograd)
                 if not cast or layout != (tuple(base.shape), base.stride(), base.storage_offset()):
                     continue
-                fixes.append((i, f"___o[{j}]{cast}", j))
+                fixes.append((f"___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr()",
+                              i, f"___o[{j}]{cast}"))
             else:
-                fixes.append((i, f"___o[{j}]{cast}.as_strided{layout}", j))
+                # also when the storage is shared but the result is no autograd view (inductor)
+                fixes.append((f"___o[{i}]._base is not ___o[{j}]", i, f"___o[{j}]{cast}.as_strided{layout}"))
         if not fixes:
             return
         self.lines.append("___o = list(___o)")
-        for i, text, j in fixes:
-            self.lines.append(f"if ___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr(): "
-                              f"___o[{i}] = {text}")
+        for cond, i, text in fixes:
+            self.lines.append(f"if {cond}: ___o[{i}] = {text}")
 
     # -- side effects --------------------------------------------------------------------------
     def side_effect_lines(self):
