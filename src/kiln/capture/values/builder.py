@@ -404,7 +404,7 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
     if isinstance(cls, type) and issubclass(cls, torch.nn.Module) \
             and all(isinstance(a, ConstantValue) for a in [*args, *kwargs.values()]):
         # a stateless torch.nn module from constant arguments (loss functions, activations)
-        from .objects import NewTorchModuleValue, build_stateless_torch_module
+        from .torch_modules import NewTorchModuleValue, build_stateless_torch_module
         real_args = tuple(a.as_constant() for a in args)
         real_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
         mod = build_stateless_torch_module(cls, real_args, real_kwargs)
