@@ -271,3 +271,57 @@ def test_python_random_module_runs_as_python():
     def f(x):
         return x + random.random()
     check(f, lambda: (randn(3),), reset=lambda: random.seed(0), snapshot=lambda: random.random())
+
+
+def test_autocast_inside_submodule_forward():
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                h = self.lin(x)
+            return h.float() * 2
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x + 1) - 1
+    check(lambda m, x: m(x), lambda: (Outer(), randn(2, 4)))
+
+
+def test_autocast_as_decorator():
+    @torch.autocast("cpu", dtype=torch.bfloat16)
+    def low(a, b):
+        return a @ b
+    def f(x, w):
+        return low(x, w).float() + 1, torch.is_autocast_enabled("cpu")
+    check(f, lambda: (randn(3, 3), randn(3, 3)))
+
+
+def test_is_autocast_enabled_read_inside_region():
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            on = torch.is_autocast_enabled("cpu")
+            y = x @ x
+        return y, on, torch.is_autocast_enabled("cpu")
+    check(f, lambda: (randn(3, 3),))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_default_dtype_is_guarded(backend):
+    def f(x):
+        return x.sum() + torch.ones(2)
+    compiled = kiln.compile(f, backend=backend)
+    x = randn(3)
+    assert torch.equal(compiled(x), f(x))
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        a, b = compiled(x), f(x)
+    finally:
+        torch.set_default_dtype(saved)
+    assert a.dtype == b.dtype == torch.float64 and torch.equal(a, b)

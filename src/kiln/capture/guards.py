@@ -100,6 +100,10 @@ class GuardSet:
     def global_state(self):
         self.add("global_state", None, f"{self.ns.ref(torch.is_grad_enabled)}() is {torch.is_grad_enabled()}",
                  f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}")
+        # the default dtype decides what factory calls (torch.ones(2)) make
+        dtype = torch.get_default_dtype()
+        self.add("global_state", None, f"{self.ns.ref(torch.get_default_dtype)}() is {self.ns.ref(dtype)}",
+                 f"the default dtype is {dtype}")
         # autocast changes what every op computes (and backends bake it in): one cheap
         # check when it is off, the full (device, dtype) state when it is on
         if not torch._C._is_any_autocast_enabled():

@@ -212,7 +212,16 @@ class ConstantFunctionValue(Value):
         return f"{getattr(self.fn, '__qualname__', self.fn)}"
 
     def call(self, tx, args, kwargs):
-        return const(self.result() if callable(self.result) else self.result)
+        if not callable(self.result):
+            return const(self.result)
+        # the arguments matter (torch.is_autocast_enabled("cpu") is not the no-argument
+        # form, which asks about CUDA); non-constant ones are refused
+        try:
+            real_args = [a.as_constant() for a in args]
+            real_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
+        except Unsupported:
+            raise Unsupported(f"{self.describe()} with arguments that are not constants")
+        return const(self.result(*real_args, **real_kwargs))
 
 
 class InferenceModeQueryValue(ConstantFunctionValue):
