@@ -746,3 +746,60 @@ def test_same_new_object_in_two_containers_across_break():
         o.v = x
         return a[0] is b[0]
     check(f, lambda: ([], [], randn(2)))
+
+
+# -- closures made in the frame ------------------------------------------------------------------
+
+def test_nonlocal_of_frame_local():
+    def f(x):
+        n = 0
+
+        def inc():
+            nonlocal n
+            n += 1
+        inc()
+        inc()
+        return x * n
+    check(f, lambda: (randn(2),), graphs=1)
+
+
+def test_escaping_closure_keeps_shared_cell():
+    def f(l, x):
+        n = 0
+
+        def inc():
+            nonlocal n
+            n += 1
+            return n
+
+        def get():
+            return n
+        inc()
+        l.append(inc)
+        l.append(get)
+        return x * n
+    a, b = [], []
+    r1, r2 = f(a, torch.ones(2)), kiln.compile(f)(b, torch.ones(2))
+    assert torch.equal(r1, r2)
+    for l in (a, b):
+        l[0]()
+        l[0]()
+    assert a[1]() == b[1]() == 3
+
+
+def test_generator_consumed_in_frame_mutates_list():
+    def f(l, x):
+        def gen():
+            for i in range(3):
+                l.append(i)
+                yield i
+        total = sum(gen())
+        return x * total
+    check(f, lambda: ([], randn(2)))
+
+
+def test_list_comprehension_calls_mutating_method():
+    def f(d, x):
+        [d.__setitem__(k, x * k) for k in range(3)]
+        return len(d)
+    check(f, lambda: ({}, randn(2)))
