@@ -132,3 +132,15 @@ def test_dropout_module_built_in_frame_uses_the_same_random_stream():
     expected = f(x)
     torch.manual_seed(3)
     assert torch.equal(kiln.compile(f, backend="aot_eager")(x), expected)
+
+
+def test_constructor_arguments_from_inputs_are_guarded():
+    def f(logits, target, ignore, reduction):
+        return nn.CrossEntropyLoss(ignore_index=ignore, reduction=reduction)(logits, target)
+
+    logits, target = logits_and_target()
+    target = target.clamp(min=0)
+    compiled = kiln.compile(f, backend="eager")
+    for ignore, reduction in [(1, "mean"), (3, "mean"), (3, "sum"), (1, "mean")]:
+        torch.testing.assert_close(compiled(logits, target, ignore, reduction), f(logits, target, ignore, reduction),
+                                   rtol=0, atol=0)
