@@ -365,3 +365,45 @@ def test_outputs_alias_intermediate_with_offset_and_stride(backend):
         y = x + 1
         return y, y[1:, ::2], y.t(), y.view(torch.int32)
     check(f, lambda: (randn(4, 6),), backend=backend, post=lambda r, i: r[1].mul_(0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_on_tensors_inside_containers(backend):
+    def f(l, d, x):
+        l[0].add_(x)
+        d["t"].mul_(2)
+        d["t"][0] = 5
+        return l[1] + 1
+    check(f, lambda: ([randn(3), randn(3)], {"t": randn(3)}, randn(3)), backend=backend, graphs=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_on_nonleaf_input_in_training(backend):
+    def f(x, w):
+        x.mul_(w)
+        return (x * 2).sum()
+    def make():
+        a = randn(3, requires_grad=True)
+        return a * 1, randn(3, requires_grad=True)
+    check(f, make, backend=backend, post=lambda r, i: r.backward())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kv_cache_style_update(backend):
+    class Cache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("k", torch.zeros(2, 8, 4))
+            self.pos = 0
+
+        def forward(self, new):
+            n = new.shape[1]
+            self.k[:, self.pos:self.pos + n] = new
+            self.pos += n
+            return self.k[:, :self.pos]
+    def f(c, a, b):
+        first = c(a)
+        second = c(b)
+        return first, second
+    check(f, lambda: (Cache(), randn(2, 2, 4), randn(2, 3, 4)), backend=backend,
+          post=lambda r, i: r[1].mul_(0.5))
