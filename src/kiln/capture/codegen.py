@@ -227,7 +227,8 @@ def _traced_setattr(obj_value) -> bool:
     obj = getattr(obj_value, "obj", None)
     if obj is None or isinstance(obj, torch.nn.Module):
         return False
-    from .values.objects import _GENERIC_SETATTRS, lookup_class_attr
+    from .values.attr_store import _GENERIC_SETATTRS
+    from .values.objects import lookup_class_attr
     return lookup_class_attr(type(obj), "__setattr__")[1] not in _GENERIC_SETATTRS
 
 
