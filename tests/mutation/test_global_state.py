@@ -325,3 +325,23 @@ def test_default_dtype_is_guarded(backend):
     finally:
         torch.set_default_dtype(saved)
     assert a.dtype == b.dtype == torch.float64 and torch.equal(a, b)
+
+
+def test_fork_rng_block_restores_the_stream():
+    def f(x):
+        with torch.random.fork_rng():
+            torch.manual_seed(0)
+            a = torch.rand(2)
+        return x + a + torch.rand(2)
+    check(f, lambda: (randn(2),))
+
+
+def test_grad_mode_switched_then_break():
+    def f(x):
+        torch.set_grad_enabled(False)
+        y = x * 2
+        print("grad", torch.is_grad_enabled())
+        z = y + x
+        torch.set_grad_enabled(True)
+        return z, z.requires_grad
+    check(f, lambda: (randn(2, requires_grad=True),))
