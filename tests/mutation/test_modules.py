@@ -93,3 +93,23 @@ def test_submodule_attribute_counter():
         def forward(self, x):
             return self.b(self.a(x)) + self.a(x)
     check(lambda m, x: (m(x), m.a.hits, m.b.hits), lambda: (Outer(), randn(2)), graphs=1)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "aten"])
+def test_buffer_rebound_and_counter_under_backends(backend):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", torch.tensor(0))
+            self.register_buffer("ema", torch.zeros(3))
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            self.steps = self.steps + 1
+            self.ema = 0.9 * self.ema + 0.1 * x.detach().mean(0)
+            return self.lin(x).relu()
+    def f(m, x):
+        out = m(x)
+        return out, dict(m.named_buffers())
+    check(f, lambda: (M(), randn(2, 3, requires_grad=True)), backend=backend,
+          post=lambda r, i: r[0].sum().backward())

@@ -384,6 +384,15 @@ class ModuleValue(ObjectValue):
         where = self.source.describe() if self.source is not None else "?"
         return f"{type(self.obj).__name__}({where})"
 
+    def getattr(self, tx, name):
+        if name in ("_buffers", "_parameters", "_modules"):
+            # buffer writes are recorded as attribute writes (Module.__setattr__ runs in the
+            # replay); reading the dict itself (named_buffers, state_dict) would miss them
+            d = self.obj.__dict__.get(name) or {}
+            if any(tx.state.side_effects.pending_attr(self.obj, k) is not None for k in d):
+                raise Unsupported(f"reading {name} of {self.describe()} after setting one of them")
+        return super().getattr(tx, name)
+
     def _extra_attr(self, tx, name):
         from .builder import wrap
         from ..sources import param_source
