@@ -119,15 +119,22 @@ def _compile_module(mod: torch.nn.Module, backend_fn, backend_name, fullgraph):
     return wrapper
 
 
+def has_hooks(mod: torch.nn.Module) -> bool:
+    """Whether calling ``mod`` runs hooks (its own or global): then it must be called as a
+    module, not by its compiled forward."""
+    g = torch.nn.modules.module
+    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
+                or getattr(mod, "_backward_pre_hooks", None) or g._global_forward_hooks
+                or g._global_forward_pre_hooks or g._global_backward_hooks or g._global_backward_pre_hooks)
+
+
 def compile_callee(obj, backend, backend_name):
     """The compiled version of a callee at a graph break (plain callables pass through)."""
     if isinstance(obj, CompiledFunction):
         return obj
     if isinstance(obj, torch.nn.Module):
-        hooks = (obj._forward_hooks or obj._forward_pre_hooks or obj._backward_hooks
-                 or getattr(obj, "_backward_pre_hooks", None))
         forward = obj.__dict__.get("forward", type(obj).forward)
-        if hooks or not isinstance(forward, types.FunctionType):
+        if has_hooks(obj) or not isinstance(forward, types.FunctionType):
             return obj
         return CompiledFunction(forward, backend, backend_name, False, bound_self=obj)
     if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
@@ -140,7 +147,9 @@ def compile_callee(obj, backend, backend_name):
 
 def reset() -> None:
     """Forget every compiled entry and zero the metrics."""
+    from .capture.graph_break import _CalleeCompiler
     reset_caches()
+    _CalleeCompiler._memo.clear()
     metrics.reset()
 
 

@@ -216,3 +216,27 @@ def test_is_compiling_reads_true_inside():
     x = torch.zeros(2)
     assert torch.equal(kiln.compile(g, backend=cc, fullgraph=True)(x), x + 1)
     assert torch.equal(g(x), x - 1)
+
+
+def test_hooks_registered_after_compiling_are_honoured():
+    calls = []
+    net = Net().eval()
+    cc = CompileCounter()
+    cnet = kiln.compile(net, backend=cc)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(cnet(x), net(x))
+    assert cc.frame_count == 1
+    handle = net.lin.register_forward_hook(lambda m, i, o: calls.append("local") or o * 2)
+    try:
+        torch.testing.assert_close(cnet(x), net(x))
+    finally:
+        handle.remove()
+    global_handle = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, i, o: calls.append("global") or None)
+    try:
+        torch.testing.assert_close(cnet(x), net(x))
+    finally:
+        global_handle.remove()
+    # eager and compiled each ran the hooks the same number of times
+    assert calls.count("local") == 2 and calls.count("global") > 0 and calls.count("global") % 2 == 0
+    torch.testing.assert_close(cnet(x), net(x))

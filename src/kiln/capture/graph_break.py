@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import types
 
+import torch
+
 from ..exc import Unsupported
 from .instructions import exception_table, stack_inputs, stack_outputs
 from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, step_code
@@ -182,11 +184,13 @@ class _CalleeCompiler:
         self.backend, self.backend_name = backend, backend_name
 
     def __call__(self, obj):
+        from ..api import compile_callee, has_hooks
+        if isinstance(obj, torch.nn.Module) and has_hooks(obj):
+            return obj    # hooks may be added after the first call: checked every time
         key = (id(obj), id(self.backend))
         hit = self._memo.get(key)
         if hit is not None and hit[0] is obj:
             return hit[1]
-        from ..api import compile_callee
         compiled = compile_callee(obj, self.backend, self.backend_name)
         self._memo[key] = (obj, compiled)
         return compiled

@@ -413,9 +413,16 @@ class ModuleValue(ObjectValue):
         if (g._global_forward_hooks or g._global_forward_pre_hooks or g._global_backward_hooks
                 or g._global_backward_pre_hooks):
             raise Unsupported("global nn.Module hooks are registered; Kiln does not inline module hooks yet")
+        guards = tx.state.guards
+        # one check per module (and one for the global registries), not one per hook dict:
+        # these run on every call
         if self.source is not None:
-            for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
-                tx.state.guards.add("len", self.source, f"not {{v}}.{hooks}", f"{self.source.describe()} has no {hooks}")
+            guards.add("len", self.source, "not ({v}._forward_hooks or {v}._forward_pre_hooks or "
+                       "{v}._backward_hooks or {v}._backward_pre_hooks)", f"{self.source.describe()} has no hooks")
+        registry = guards.ns.ref(g)
+        guards.add("global_state", None, f"not ({registry}._global_forward_hooks or "
+                   f"{registry}._global_forward_pre_hooks or {registry}._global_backward_hooks or "
+                   f"{registry}._global_backward_pre_hooks)", "no global nn.Module hooks are registered")
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
 
