@@ -1,4 +1,5 @@
-"""The user-facing entry points: ``compile``, ``reset``, ``disable``, ``graph_break``.
+"""The user-facing entry points: ``compile`` and ``reset`` (``disable`` and ``graph_break``
+are re-exported from ``markers``, where the capture layer can see them).
 
 ``compile`` wraps a function or module; nothing is traced until the first call.
 A compiled module is an instance of a per-module subclass of the module's own class
@@ -15,30 +16,63 @@ import torch
 
 from . import backends as _backends
 from .cache import cache_for, closure_key, reset_caches
+from .capture.graph_break import reset_compiled_callees
+from .capture.values.nn_modules import has_hooks
+from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
 from .metrics import metrics
 
-_NOTHING = object()
+
+class Compiler:
+    """One backend, and how Kiln compiles further frames with it.
+
+    The capture layer receives this object (see ``capture.graph_break.FrameCompiler``)
+    so that a graph break's continuations and the callee of a breaking call become
+    compiled frames of their own without capture importing this module.
+    """
+
+    def __init__(self, backend, backend_name: str):
+        self.backend = backend
+        self.backend_name = backend_name
+
+    def compile_function(self, fn) -> "CompiledFunction":
+        """A continuation: a new function over generated code, compiled as its own frame."""
+        return CompiledFunction(fn, self, False)
+
+    def compile_callee(self, obj):
+        """The compiled version of a callee at a graph break (plain callables pass through)."""
+        if isinstance(obj, CompiledFunction):
+            return obj
+        if isinstance(obj, torch.nn.Module):
+            forward = obj.__dict__.get("forward", type(obj).forward)
+            if has_hooks(obj) or not isinstance(forward, types.FunctionType):
+                return obj
+            return CompiledFunction(forward, self, False, bound_self=obj)
+        if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
+            return CompiledFunction(obj.__func__, self, False, bound_self=obj.__self__)
+        if isinstance(obj, types.FunctionType) and not is_disabled(obj):
+            return CompiledFunction(obj, self, False)
+        return obj
 
 
-class CompiledFunction:
+class CompiledFunction(CompiledFunctionBase):
     """A function whose calls go through Kiln's cache."""
 
-    def __init__(self, fn, backend, backend_name: str, fullgraph: bool, bound_self=_NOTHING):
+    def __init__(self, fn, compiler: Compiler, fullgraph: bool, bound_self=UNBOUND):
         self._kiln_fn = fn
         self._kiln_self = bound_self
-        self._kiln_backend_name = backend_name
+        self._kiln_compiler = compiler
         self._kiln_fullgraph = fullgraph
         self._kiln_variant = closure_key(fn)
-        self._kiln_cache = cache_for(fn.__code__, backend, backend_name, fullgraph, self._kiln_variant)
+        self._kiln_cache = cache_for(fn.__code__, compiler, fullgraph, self._kiln_variant)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        if self._kiln_self is not _NOTHING:
+        if self._kiln_self is not UNBOUND:
             args = (self._kiln_self, *args)
         cache = self._kiln_cache
         if cache.stale:
-            cache = self._kiln_cache = cache_for(self._kiln_fn.__code__, cache.backend, cache.backend_name,
-                                                 cache.fullgraph, self._kiln_variant)
+            cache = self._kiln_cache = cache_for(self._kiln_fn.__code__, self._kiln_compiler, cache.fullgraph,
+                                                 self._kiln_variant)
         return cache.call(self._kiln_fn, args, kwargs)
 
     def __get__(self, obj, objtype=None):
@@ -47,7 +81,7 @@ class CompiledFunction:
         return types.MethodType(self, obj)
 
     def __repr__(self):
-        return f"<kiln compiled {self._kiln_fn.__qualname__} backend={self._kiln_backend_name!r}>"
+        return f"<kiln compiled {self._kiln_fn.__qualname__} backend={self._kiln_compiler.backend_name!r}>"
 
     @property
     def entries(self):
@@ -73,31 +107,31 @@ def compile(fn=None, *, backend="eager", fullgraph=False, **options):  # noqa: A
     backend_fn, backend_name = _validate(backend, fullgraph)
     if fn is None:
         return lambda f: compile(f, backend=backend, fullgraph=fullgraph)
-    return _compile_callable(fn, backend_fn, backend_name, fullgraph)
+    return _compile_callable(fn, Compiler(backend_fn, backend_name), fullgraph)
 
 
-def _compile_callable(fn, backend_fn, backend_name, fullgraph):
+def _compile_callable(fn, compiler: Compiler, fullgraph):
     if isinstance(fn, CompiledFunction):
-        fn = fn._kiln_fn if fn._kiln_self is _NOTHING else types.MethodType(fn._kiln_fn, fn._kiln_self)
+        fn = fn._kiln_fn if fn._kiln_self is UNBOUND else types.MethodType(fn._kiln_fn, fn._kiln_self)
     if isinstance(fn, torch.nn.Module):
-        return _compile_module(fn, backend_fn, backend_name, fullgraph)
+        return _compile_module(fn, compiler, fullgraph)
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, (types.FunctionType, CompiledFunction)):
         func = fn.__func__._kiln_fn if isinstance(fn.__func__, CompiledFunction) else fn.__func__
-        return CompiledFunction(func, backend_fn, backend_name, fullgraph, bound_self=fn.__self__)
+        return CompiledFunction(func, compiler, fullgraph, bound_self=fn.__self__)
     if isinstance(fn, types.FunctionType):
-        return CompiledFunction(fn, backend_fn, backend_name, fullgraph)
+        return CompiledFunction(fn, compiler, fullgraph)
     if isinstance(fn, functools.partial):
-        inner = _compile_callable(fn.func, backend_fn, backend_name, fullgraph)
+        inner = _compile_callable(fn.func, compiler, fullgraph)
         return functools.partial(inner, *fn.args, **fn.keywords)
     if not callable(fn):
         raise TypeError(f"kiln.compile expects a function, method or nn.Module, got {type(fn).__name__}")
     call = getattr(type(fn), "__call__", None)
     if isinstance(call, types.FunctionType):
-        return CompiledFunction(call, backend_fn, backend_name, fullgraph, bound_self=fn)
+        return CompiledFunction(call, compiler, fullgraph, bound_self=fn)
     raise TypeError(f"kiln.compile cannot compile {fn!r}: it is not Python code (a builtin or C function)")
 
 
-def _compile_module(mod: torch.nn.Module, backend_fn, backend_name, fullgraph):
+def _compile_module(mod: torch.nn.Module, compiler: Compiler, fullgraph):
     if getattr(type(mod), "_kiln_orig_mod", None) is not None:
         mod = type(mod)._kiln_orig_mod
     cls = type(mod)
@@ -106,7 +140,7 @@ def _compile_module(mod: torch.nn.Module, backend_fn, backend_name, fullgraph):
         forward = forward.__func__
     if not isinstance(forward, types.FunctionType):
         raise TypeError(f"kiln.compile: {cls.__name__}.forward is not a Python function")
-    compiled_forward = CompiledFunction(forward, backend_fn, backend_name, fullgraph)
+    compiled_forward = CompiledFunction(forward, compiler, fullgraph)
     sub = type(cls.__name__, (cls,), {
         "forward": compiled_forward,
         "_kiln_orig_mod": mod,
@@ -119,54 +153,8 @@ def _compile_module(mod: torch.nn.Module, backend_fn, backend_name, fullgraph):
     return wrapper
 
 
-def has_hooks(mod: torch.nn.Module) -> bool:
-    """Whether calling ``mod`` runs hooks (its own or global): then it must be called as a
-    module, not by its compiled forward."""
-    g = torch.nn.modules.module
-    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
-                or getattr(mod, "_backward_pre_hooks", None) or g._global_forward_hooks
-                or g._global_forward_pre_hooks or g._global_backward_hooks or g._global_backward_pre_hooks)
-
-
-def compile_callee(obj, backend, backend_name):
-    """The compiled version of a callee at a graph break (plain callables pass through)."""
-    if isinstance(obj, CompiledFunction):
-        return obj
-    if isinstance(obj, torch.nn.Module):
-        forward = obj.__dict__.get("forward", type(obj).forward)
-        if has_hooks(obj) or not isinstance(forward, types.FunctionType):
-            return obj
-        return CompiledFunction(forward, backend, backend_name, False, bound_self=obj)
-    if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
-        return CompiledFunction(obj.__func__, backend, backend_name, False, bound_self=obj.__self__)
-    if isinstance(obj, types.FunctionType) and not getattr(obj, "_kiln_disable", False) \
-            and not getattr(obj, "_torchdynamo_disable", False):
-        return CompiledFunction(obj, backend, backend_name, False)
-    return obj
-
-
 def reset() -> None:
     """Forget every compiled entry and zero the metrics."""
-    from .capture.graph_break import _CalleeCompiler
     reset_caches()
-    _CalleeCompiler._memo.clear()
+    reset_compiled_callees()
     metrics.reset()
-
-
-def disable(fn=None, *, recursive: bool = True):
-    """Mark ``fn`` so Kiln never traces it (calls to it run as plain Python)."""
-    if fn is None:
-        return lambda f: disable(f, recursive=recursive)
-    try:
-        fn._kiln_disable = True
-        return fn
-    except (AttributeError, TypeError):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            return fn(*args, **kwargs)
-        wrapper._kiln_disable = True
-        return wrapper
-
-
-def graph_break() -> None:
-    """Force a graph break here (a no-op when not compiling)."""

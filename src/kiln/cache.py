@@ -1,6 +1,8 @@
 """Per-code-object caches of compiled entries, and the recompile policy.
 
-A FrameCache holds the entries for one (code object, backend, fullgraph) triple.
+A FrameCache holds the entries for one (code object, backend, fullgraph) triple; its
+``compiler`` (``kiln.api.Compiler``) names the backend and compiles the further frames
+a capture makes (continuations, callees at breaks).
 A call tries each entry's guard; the first that passes runs its glue.  A miss
 captures a new entry, up to ``config.recompile_limit`` entries; past that the frame
 runs eagerly, with one warning naming the guard that failed.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import types
 import warnings
 
+from .capture.compile_frame import capture
 from .config import config
 from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
 from .metrics import BreakRecord, metrics
@@ -20,10 +23,9 @@ class KilnWarning(UserWarning):
 
 
 class FrameCache:
-    def __init__(self, code, backend, backend_name: str, fullgraph: bool):
+    def __init__(self, code, compiler, fullgraph: bool):
         self.code = code
-        self.backend = backend
-        self.backend_name = backend_name
+        self.compiler = compiler
         self.fullgraph = fullgraph
         self.entries: list = []
         self.eager_reason: str | None = None   # set when the frame must run eagerly
@@ -60,14 +62,13 @@ class FrameCache:
         return fn(*args, **kwargs)
 
     def _capture(self, fn, args, kwargs):
-        from .capture.compile_frame import capture
         if self.entries:
             metrics.recompiles += 1
             if config.log_enabled("recompiles"):
                 reason = self.entries[-1].explain_guard(fn, *args, **kwargs)
                 print(f"[kiln] recompiling {self.code.co_name}: {reason}")
         try:
-            entry = capture(fn, args, kwargs, self.backend, self.backend_name, self.fullgraph)
+            entry = capture(fn, args, kwargs, self.compiler, self.fullgraph)
         except Unsupported as e:
             if self.fullgraph:
                 raise
@@ -125,16 +126,16 @@ def closure_key(fn) -> tuple:
     return tuple(key)
 
 
-def cache_for(code, backend, backend_name, fullgraph, variant: tuple = ()) -> FrameCache:
-    base = (code, id(backend), fullgraph)
+def cache_for(code, compiler, fullgraph, variant: tuple = ()) -> FrameCache:
+    base = (code, id(compiler.backend), fullgraph)
     key = base + (variant,)
     c = _CACHES.get(key)
     if c is None:
         if variant and _VARIANTS.get(base, 0) >= MAX_CLOSURE_VARIANTS:
-            return cache_for(code, backend, backend_name, fullgraph)
+            return cache_for(code, compiler, fullgraph)
         if variant:
             _VARIANTS[base] = _VARIANTS.get(base, 0) + 1
-        c = _CACHES[key] = FrameCache(code, backend, backend_name, fullgraph)
+        c = _CACHES[key] = FrameCache(code, compiler, fullgraph)
     return c
 
 

@@ -7,12 +7,15 @@ It is emitted as source text (printable with ``KILN_LOGS=code``), compiled with
 """
 from __future__ import annotations
 
+import inspect
 import math
+import types
 
 import torch
 
 from ..exc import Unsupported
 from .sources import Namespace
+from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
 from .values.tensor import TensorValue
 
@@ -103,9 +106,8 @@ class Codegen:
 
     def cell(self, cell) -> str:
         """A real cell for a symbolic one (made once per glue call, shared by all users)."""
-        import types as _types
         if cell is None:
-            return f"{self.ref(_types.CellType)}()"
+            return f"{self.ref(types.CellType)}()"
         key = id(cell)
         if key in self._memo:
             return self._memo[key]
@@ -117,13 +119,12 @@ class Codegen:
             return text
         name = self._temp()
         self._memo[key] = name
-        ctor = self.ref(_types.CellType)
+        ctor = self.ref(types.CellType)
         self.lines.append(f"{name} = {ctor}()" if cell.value is None else f"{name} = {ctor}({self.expr(cell.value)})")
         return name
 
     def nested_function(self, v) -> str:
         """A function made in the frame that outlives it: rebuilt with the same cells."""
-        import types as _types
         key = id(v)
         if key in self._memo:
             return self._memo[key]
@@ -131,7 +132,7 @@ class Codegen:
         defaults = "(" + "".join(f"{self.expr(d)}, " for d in v.defaults) + ")" if v.defaults else "None"
         name = self._temp()
         self._memo[key] = name
-        self.lines.append(f"{name} = {self.ref(_types.FunctionType)}({self.ref(v.code)}, {self.ref(v.fn_globals)}, "
+        self.lines.append(f"{name} = {self.ref(types.FunctionType)}({self.ref(v.code)}, {self.ref(v.fn_globals)}, "
                           f"{v.code.co_name!r}, {defaults}, {closure})")
         if v.kwdefaults:
             items = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.kwdefaults.items())
@@ -185,7 +186,6 @@ class Codegen:
         """Replay Python side effects: every value is evaluated first (against the state
         the frame started from, which is what the traced values describe), then all the
         writes happen, in order."""
-        from .values.objects import _DELETED
         se = self.state.side_effects
         writes: list[str] = []
 
@@ -205,7 +205,7 @@ class Codegen:
                 writes += [f"{target}.clear()", f"{target}.update({contents})"]
         for obj_value, name, value in se.replayed_attr_writes():
             target = hold(self.expr(obj_value))
-            if value is _DELETED:
+            if value is DELETED:
                 writes.append(f"del {target}.{name}")
             elif _traced_setattr(obj_value):
                 # the class's own __setattr__ already ran in the trace: store like object does
@@ -227,9 +227,7 @@ def _traced_setattr(obj_value) -> bool:
     obj = getattr(obj_value, "obj", None)
     if obj is None or isinstance(obj, torch.nn.Module):
         return False
-    from .values.attr_store import _GENERIC_SETATTRS
-    from .values.objects import lookup_class_attr
-    return lookup_class_attr(type(obj), "__setattr__")[1] not in _GENERIC_SETATTRS
+    return lookup_class_attr(type(obj), "__setattr__")[1] not in GENERIC_SETATTRS
 
 
 def collect_tensors(values: list) -> list[TensorValue]:
@@ -254,7 +252,6 @@ def collect_tensors(values: list) -> list[TensorValue]:
 
 def render_params(code, with_fn: bool = True) -> str:
     """The parameter list of ``code`` as source text (defaults are attached separately)."""
-    import inspect
     names = code.co_varnames
     nargs, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
     parts = ["___fn"] if with_fn else []

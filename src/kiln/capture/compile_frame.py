@@ -9,17 +9,18 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..backends.policy import compile_graph
 from ..config import config
 from ..exc import ArgumentError, Unsupported
 from ..metrics import BreakRecord, metrics
 from .codegen import Codegen, collect_tensors, render_params
 from .guards import GuardCodegen
-from .graph_break import BreakPlan
+from .graph_break import BreakPlan, FrameCompiler
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
+from .values.base import TracedException
 from .values.builder import wrap
-from .values.exceptions import TracedException
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
 RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame where it happens
@@ -60,7 +61,7 @@ def _bind_real(fn, args, kwargs) -> dict:
     return dict(bound.arguments)
 
 
-def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> Entry:
+def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool) -> Entry:
     """Trace ``fn(*args, **kwargs)`` symbolically and build a cache entry for it.
 
     If tracing hits something unsupported (and fullgraph is off), the trace is run
@@ -81,7 +82,7 @@ def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> En
             except BreakHere as b:
                 outcome = ("break", b.ins)
             except TracedException as e:
-                raise Unsupported(f"the frame raises {e.value.describe()} (eager will raise it)") \
+                raise Unsupported(f"the frame raises {e.describe()} (eager will raise it)") \
                     .with_location(*tracer.location()) from None
             if tracer.yields is not None:
                 code = fn.__code__
@@ -101,14 +102,14 @@ def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> En
             torch._C._set_grad_enabled(grad_before)
         break
     if outcome[0] == "return":
-        entry = _finish(state, fn, final_grad, backend, backend_name, tracer, result=outcome[1])
+        entry = _finish(state, fn, final_grad, compiler, tracer, result=outcome[1])
     else:
-        plan = BreakPlan(tracer, outcome[1], reason, backend, backend_name)
+        plan = BreakPlan(tracer, outcome[1], reason, compiler)
         # a break inside a callee that is compiled as its own frame is recorded there,
         # where it happens; here it would be the same break counted once per caller
         if RECORD_NESTED_BREAKS or getattr(reason, "depth", 0) == 0 or not plan.callee_compiled:
             metrics.breaks.append(BreakRecord(reason.reason, reason.location, reason.source_line))
-        entry = _finish(state, fn, final_grad, backend, backend_name, tracer, plan=plan)
+        entry = _finish(state, fn, final_grad, compiler, tracer, plan=plan)
     metrics.capture_seconds += time.perf_counter() - t0
     return entry
 
@@ -135,7 +136,7 @@ def _new_trace(fn, real_locals, fullgraph, break_at):
     return state, tracer
 
 
-def _finish(state, fn, final_grad, backend, backend_name, tracer, result=None, plan=None) -> Entry:
+def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> Entry:
     code = fn.__code__
     builder = state.builder
     outgoing = [result] if plan is None else plan.values()
@@ -157,7 +158,7 @@ def _finish(state, fn, final_grad, backend, backend_name, tracer, result=None, p
     op_count = builder.count_ops()
     if op_count or needed:
         gm = torch.fx.GraphModule(torch.nn.Module(), builder.graph, class_name=f"GraphModule_{name}")
-        compiled = _compile_graph(gm, [r for _, _, r in live], backend, backend_name, name, tracer)
+        compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer)
         graph_ref = cg.ref(compiled)
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
         cg.lines.append(f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})")
@@ -207,21 +208,13 @@ def _finish(state, fn, final_grad, backend, backend_name, tracer, result=None, p
                  {"keepalive": state.keepalive, "break": plan})
 
 
-def _compile_graph(gm, example_inputs, backend, backend_name, name, tracer):
-    try:
-        from ..backends.policy import compile_graph
-    except ImportError:  # the failure-policy module is optional while backends grow
-        compile_graph = None
+def _compile_graph(gm, example_inputs, compiler, name, tracer):
     loc = tracer.location()[0] if tracer.current is not None else None
-    if compile_graph is not None:   # counts its own time in metrics.backend_seconds
-        out = compile_graph(gm, example_inputs, backend, backend_name=backend_name, graph_name=name,
-                            user_location=loc)
-    else:
-        t0 = time.perf_counter()
-        out = backend(gm, example_inputs)
-        metrics.backend_seconds += time.perf_counter() - t0
+    # the failure policy counts its own time in metrics.backend_seconds
+    out = compile_graph(gm, example_inputs, compiler.backend, backend_name=compiler.backend_name, graph_name=name,
+                        user_location=loc)
     if not callable(out):
-        raise TypeError(f"backend {backend_name!r} returned {type(out).__name__}, not a callable")
+        raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")
     return out
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import types
+from typing import Callable, Protocol
 
 import torch
 
@@ -15,7 +16,26 @@ from .instructions import exception_table, stack_inputs, stack_outputs
 from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, step_code
 from .values.base import NullValue, Value
 from .values.functions import BoundMethodValue, UserFunctionValue
-from .values.objects import ModuleValue
+from .values.nn_modules import ModuleValue, has_hooks
+from .values.tensor import TensorValue
+
+
+class FrameCompiler(Protocol):
+    """How the frames a graph break creates get compiled.
+
+    A break's continuations and the callee of a breaking call run as compiled frames
+    of their own.  Compiled functions belong to the API layer above capture; it passes
+    an object with this interface into ``compile_frame.capture`` (``kiln.api.Compiler``).
+    """
+
+    backend: Callable
+    backend_name: str
+
+    def compile_function(self, fn: types.FunctionType) -> Callable:
+        """``fn`` wrapped so that its calls are captured and cached."""
+
+    def compile_callee(self, obj) -> Callable:
+        """The compiled version of a callable (modules with hooks, C functions pass through)."""
 
 _LIVENESS: dict = {}
 
@@ -30,7 +50,7 @@ def _liveness(code, instructions):
 class BreakPlan:
     """Everything the glue needs to hand a frame over to its step function."""
 
-    def __init__(self, tracer, ins, reason, backend, backend_name):
+    def __init__(self, tracer, ins, reason, compiler: FrameCompiler):
         code = tracer.code
         # a continuation breaks again: resume from the original code, so every break of
         # a loop body maps to the same continuation code instead of a new one each time
@@ -43,7 +63,7 @@ class BreakPlan:
         self.code = origin
         self.ins = ins
         self.reason = reason
-        self.backend, self.backend_name = backend, backend_name
+        self.compiler = compiler
         live = _liveness(code, tracer.instructions)
         order = {n: i for i, n in enumerate(code.co_varnames)}
         self.implicit = _implicit_self(origin)
@@ -92,7 +112,7 @@ class BreakPlan:
             return
         if isinstance(target, (UserFunctionValue, ModuleValue)) or (
                 isinstance(target, BoundMethodValue) and isinstance(target.func, UserFunctionValue)):
-            self.stack_values[callable_slot] = _CompiledCallee(target, self.backend, self.backend_name)
+            self.stack_values[callable_slot] = _CompiledCallee(target, self.compiler)
             self.callee_compiled = True
 
     def values(self) -> list:
@@ -115,7 +135,6 @@ def _self_first(names, implicit) -> bool:
 
 def _holds_tensor(v, depth=0) -> bool:
     """Tensors (or modules, which hold them) among a call's arguments."""
-    from .values.tensor import TensorValue
     if isinstance(v, (TensorValue, ModuleValue)):
         return True
     if depth > 4:
@@ -146,10 +165,9 @@ class StepFactory:
             hit = self._made.get(id(closure))
             if hit is not None and hit[0] is closure:
                 return hit[1]
-        from ..api import CompiledFunction
         plan = self.plan
-        conts = [CompiledFunction(types.FunctionType(c, self.globals, c.co_name, None, closure),
-                                  plan.backend, plan.backend_name, False) for c in self.cont_codes]
+        conts = [plan.compiler.compile_function(types.FunctionType(c, self.globals, c.co_name, None, closure))
+                 for c in self.cont_codes]
         step = types.FunctionType(self.step, self.globals, self.step.co_name, None, closure)
         bound = functools.partial(step, *conts)
         if self.memoise:
@@ -163,34 +181,38 @@ class StepFactory:
 class _CompiledCallee(Value):
     """The callable of a breaking call, replaced by its compiled version in the glue."""
 
-    def __init__(self, target, backend, backend_name):
+    def __init__(self, target, compiler: FrameCompiler):
         self.target = target
-        self.backend, self.backend_name = backend, backend_name
+        self.compiler = compiler
 
     def describe(self):
         return f"compiled {self.target.describe()}"
 
     def reconstruct(self, cg):
-        wrapper = _CalleeCompiler(self.backend, self.backend_name)
-        return f"{cg.ref(wrapper)}({cg.expr(self.target)})"
+        return f"{cg.ref(_CalleeCompiler(self.compiler))}({cg.expr(self.target)})"
+
+
+_CALLEE_MEMO: dict = {}   # (id(callee), id(backend)) -> (callee, its compiled version)
+
+
+def reset_compiled_callees() -> None:
+    """Forget every compiled callee (``kiln.reset``)."""
+    _CALLEE_MEMO.clear()
 
 
 class _CalleeCompiler:
     """Wraps a callee with kiln.compile at run time, memoised per callee object."""
 
-    _memo: dict = {}
-
-    def __init__(self, backend, backend_name):
-        self.backend, self.backend_name = backend, backend_name
+    def __init__(self, compiler: FrameCompiler):
+        self.compiler = compiler
 
     def __call__(self, obj):
-        from ..api import compile_callee, has_hooks
         if isinstance(obj, torch.nn.Module) and has_hooks(obj):
             return obj    # hooks may be added after the first call: checked every time
-        key = (id(obj), id(self.backend))
-        hit = self._memo.get(key)
+        key = (id(obj), id(self.compiler.backend))
+        hit = _CALLEE_MEMO.get(key)
         if hit is not None and hit[0] is obj:
             return hit[1]
-        compiled = compile_callee(obj, self.backend, self.backend_name)
-        self._memo[key] = (obj, compiled)
+        compiled = self.compiler.compile_callee(obj)
+        _CALLEE_MEMO[key] = (obj, compiled)
         return compiled

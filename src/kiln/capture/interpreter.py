@@ -10,13 +10,15 @@ import linecache
 
 from ..config import config
 from ..exc import Unsupported
+from . import operators
 from .handlers import HANDLERS
 from .instructions import (CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode,
                            exception_table, index_at_offset)
-from .values.base import const
-from .values.exceptions import TracedException
 from .sources import GlobalSource
-from .values.base import Value
+from .values import builder
+from .values.base import TracedException, Value, const
+from .values.exceptions import ExceptionValue
+from .values.generators import GeneratorValue
 
 _DECODED: dict = {}
 _EXC_TABLES: dict = {}
@@ -45,6 +47,9 @@ class BreakHere(Exception):
 
 
 class Tracer:
+    """Runs one code object over Values; implements ``values.base.Tracer``, the interface
+    through which values reach the builder, the operators and inlining."""
+
     break_at: int | None = None   # root frames only: break before this instruction index
 
     def __init__(self, state, code, f_globals: dict, f_locals: dict, cells: dict, parent=None, fn_value=None):
@@ -129,7 +134,7 @@ class Tracer:
                 del self.stack[depth:]
                 if lasti:
                     self.push(const(ins.offset))
-                self.push(exc.value)
+                self.push(ExceptionValue.caught(exc))
                 self.ip = self._index_of_offset(target)
                 return True
         return False
@@ -156,25 +161,23 @@ class Tracer:
 
     # -- names -------------------------------------------------------------------------------
     def load_global(self, name: str) -> Value:
-        from .values.builder import wrap
         pending = self.state.side_effects.pending_global(self.f_globals, name)
         if pending is not None:
             return pending
         g = self.f_globals
         if name in g:
-            return wrap(self, g[name], GlobalSource(id(g), name, g))
+            return builder.wrap(self, g[name], GlobalSource(id(g), name, g))
         builtins = g.get("__builtins__", __builtins__)
         bdict = builtins if isinstance(builtins, dict) else builtins.__dict__
         if name in bdict:
             self.state.guards.add("const", None,
                                   f"{name!r} not in {self.state.ns.ref(g, '___g')}",
                                   f"global {name!r} does not shadow the builtin")
-            return wrap(self, bdict[name], None)
+            return builder.wrap(self, bdict[name], None)
         raise Unsupported(f"name {name!r} is not defined (NameError)")
 
     # -- calls -----------------------------------------------------------------------------------
     def inline_call(self, fn_value, code, fn_globals, bound: dict, closure: list) -> Value:
-        from .values.generators import GeneratorValue
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"call depth over {config.inline_depth_limit} while inlining {code.co_name} (recursion?)")
         cells = {}
@@ -185,6 +188,18 @@ class Tracer:
             return GeneratorValue(child)   # its frame runs lazily, one yield at a time
         return child.run()
 
-    def make_super(self, args: list) -> Value:
-        from .values.super_value import make_super
-        return make_super(self, args)
+    # -- the rest of the interface values call back into (values.base.Tracer) ----------
+    def wrap(self, obj, source) -> Value:
+        return builder.wrap(self, obj, source)
+
+    def wrap_fake_result(self, node, result) -> Value:
+        return builder.wrap_fake_result(self, node, result)
+
+    def wrap_traced_object(self, real) -> Value:
+        return builder.wrap_traced_object(self, real)
+
+    def construct(self, cls_value, args: list, kwargs: dict) -> Value:
+        return builder.construct(self, cls_value, args, kwargs)
+
+    def apply_operator(self, fn, *args: Value) -> Value:
+        return operators.apply_operator(self, fn, *args)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import operator
 
 from ..exc import Unsupported
-from .values.base import ConstantValue, Value, const
-from .values.exceptions import raise_python
-from .values.containers import DictValue, ListValue, SequenceValue, SetValue, TupleValue, _equal
+from .values.base import ConstantValue, Value, const, raise_python
+from .values.containers import DictValue, ListValue, SequenceValue, SetValue, TupleValue
+from .values.new_objects import NewObjectValue
+from .values.objects import ObjectValue
 from .values.tensor import TensorValue, graph_call
 
 BINARY_OPS = {
@@ -147,7 +148,6 @@ def _user_dunder(tx, fn, a, b):
 
 
 def _dunder(tx, v, name, args):
-    from .values.objects import NewObjectValue, ObjectValue
     # instances only: for a class object these names are its unbound methods
     if not name or not isinstance(v, (ObjectValue, NewObjectValue)) or issubclass(v.python_type(), type):
         return None
@@ -256,4 +256,23 @@ def unary(tx, fn, a: Value) -> Value:
     raise Unsupported(f"unary {fn.__name__} on {a.describe()}")
 
 
-_ = _equal
+_UNARY = frozenset({operator.neg, operator.pos, operator.invert, operator.inv, operator.abs})
+_COMPARE_FNS = frozenset(COMPARE_OPS.values())
+
+
+def apply_operator(tx, fn, *args: Value) -> Value:
+    """A function of the ``operator`` module applied to Values (``Tracer.apply_operator``):
+    how values below this layer, and ``operator.add(a, b)`` in user code, reach it."""
+    if fn is operator.is_:
+        return const(identical(tx, *args))
+    if fn is operator.is_not:
+        return const(not identical(tx, *args))
+    if fn is operator.contains:
+        return const(contains(tx, *args))
+    if fn in _UNARY:
+        return unary(tx, fn, *args)
+    if fn in _COMPARE_FNS:
+        return compare(tx, fn, *args)
+    if fn in INPLACE_TO_BINARY:
+        return inplace(tx, fn, *args)
+    return binary(tx, fn, *args)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 
 class Namespace:
     """Names for objects that generated code refers to (``___c0``, ``___g1`` ...)."""
@@ -239,5 +241,4 @@ class AsTensorSource(Source):
         return self.base_src
 
     def _expr(self, ns):
-        import torch
         return f"{ns.ref(torch.tensor)}({self.base_src.expr(ns)}, dtype={ns.ref(self.dtype)})"

@@ -9,6 +9,9 @@ from .graph import GraphBuilder
 from .guards import GuardSet
 from .side_effects import SideEffects
 from .sources import Namespace
+from .values.callables import torch_special_functions
+from .values.functions import CellValue
+from .values.tensor import TensorValue
 
 INSTRUCTION_LIMIT = 2_000_000
 
@@ -42,7 +45,6 @@ class CaptureState:
         return value
 
     def cell_for(self, real_cell, source):
-        from .values.functions import CellValue
         cv = self._cells.get(id(real_cell))
         if cv is None:
             cv = CellValue(None, source, real_cell)
@@ -59,11 +61,7 @@ class CaptureState:
     # -- special functions -------------------------------------------------------------
     def special_functions(self) -> dict:
         if self._special is None:
-            from .values.callables import GraphBreakFunctionValue, torch_special_functions
-            from .. import api
-            table = torch_special_functions()
-            table[api.graph_break] = GraphBreakFunctionValue(api.graph_break)
-            self._special = table
+            self._special = torch_special_functions()
         return self._special
 
     # -- global state ----------------------------------------------------------------------
@@ -86,7 +84,6 @@ class CaptureState:
 
     def note_tensor_mutation(self, args, kwargs):
         if self.side_effects.in_hop:
-            from .values.tensor import TensorValue
             scope = self.side_effects.in_hop[-1]
             first = args[0] if args else None
             if isinstance(first, TensorValue) and id(first) not in scope.created_ids:

@@ -7,30 +7,12 @@ and with-blocks behave as in CPython.
 from __future__ import annotations
 
 from ...exc import Unsupported
-from ..values.base import Value, const
-from ..values.exceptions import ExceptionValue, TracedException
-
-
-class WithExit(Value):
-    """The ``__exit__`` that BEFORE_WITH leaves on the stack for a modelled context."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def describe(self):
-        return f"exit of {self.ctx.describe()}"
-
-    def call(self, tx, args, kwargs):
-        if tx.context_stack and tx.context_stack[-1] is self.ctx:
-            tx.context_stack.pop()
-        return self.ctx.exit(tx)
-
-    def reconstruct(self, cg):
-        enter_again = getattr(self.ctx, "reconstruct_entered_exit", None)
-        if enter_again is None:
-            from ...exc import Unsupported
-            raise Unsupported(f"a graph break inside `with {self.ctx.describe()}` cannot be resumed")
-        return cg.new_object(self, enter_again(cg))
+from ..values.base import const
+from ..values.builder import wrap
+from ..values.builtins import real_classes
+from ..values.contexts import WithExit
+from ..values.exceptions import ExceptionValue
+from ..values.objects import ClassValue
 
 
 def before_with(tx, ins):
@@ -51,15 +33,14 @@ def raise_varargs(tx, ins):
     if ins.arg == 0:
         if not tx.exc_stack:
             raise Unsupported("bare raise with no active exception")
-        raise TracedException(tx.exc_stack[-1])
+        raise tx.exc_stack[-1].raised()
     if ins.arg == 2:
         tx.pop()  # the cause: not modelled
     exc = tx.pop()
-    raise TracedException(to_exception(tx, exc))
+    raise to_exception(tx, exc).raised()
 
 
 def to_exception(tx, v):
-    from ..values.objects import ClassValue
     if isinstance(v, ExceptionValue):
         return v
     if isinstance(v, ClassValue) and issubclass(v.obj, BaseException):
@@ -81,10 +62,9 @@ def pop_except(tx, ins):
 
 
 def check_exc_match(tx, ins):
-    from ..values.builtins import _real_classes
     match = tx.pop()
     exc = tx.stack[-1]
-    classes = _real_classes(tx, match)
+    classes = real_classes(tx, match)
     tx.push(const(isinstance(exc, ExceptionValue) and issubclass(exc.cls, classes)))
 
 
@@ -92,13 +72,12 @@ def reraise(tx, ins):
     exc = tx.pop()
     if ins.arg:
         tx.pop()  # lasti
-    raise TracedException(to_exception(tx, exc))
+    raise to_exception(tx, exc).raised()
 
 
 def with_except_start(tx, ins):
     exc = tx.stack[-1]
     exit_fn = tx.stack[-4]
-    from ..values.builder import wrap
     result = exit_fn.call(tx, [wrap(tx, exc.cls, None), exc, const(None)], {})   # the class, as Python passes it
     tx.push(result)
 
@@ -126,4 +105,3 @@ TABLE = {
     "MATCH_KEYS": unsupported_op,
     "PRINT_EXPR": unsupported_op,
 }
-_ = const

@@ -5,7 +5,8 @@ import importlib
 
 from ...exc import Unsupported
 from ..sources import GlobalSource
-from ..values.base import NULL, ConstantValue, const
+from ..values.base import NULL, AttributeMissing, ConstantValue, const, raise_python
+from ..values.builder import wrap
 from ..values.functions import CellValue
 
 
@@ -70,8 +71,6 @@ def delete_deref(tx, ins):
 
 def _getattr_or_raise(tx, obj, name):
     """``obj.name``; a missing attribute raises AttributeError in the traced code (catchable)."""
-    from ..values.exceptions import raise_python
-    from ..values.objects import AttributeMissing
     try:
         return obj.getattr(tx, name)
     except AttributeMissing as e:
@@ -118,7 +117,6 @@ def delete_subscr(tx, ins):
 
 
 def import_name(tx, ins):
-    from ..values.builder import wrap
     fromlist = tx.pop()
     level = tx.pop()
     if level.as_constant() != 0:
@@ -135,7 +133,6 @@ def import_from(tx, ins):
 
 
 def load_assertion_error(tx, ins):
-    from ..values.builder import wrap
     tx.push(wrap(tx, AssertionError, None))
 
 

@@ -1,4 +1,5 @@
-"""The Value base class and the simplest values: constants and the NULL marker.
+"""The Value protocol, the tracer interface values call back into, and the values
+everything else builds on: constants, NULL and raised exceptions.
 
 A Value is the symbolic stand-in for one Python object during tracing.  Its
 ``source`` (optional) says where the object lives at run time; values without a
@@ -7,7 +8,46 @@ or be constants.
 """
 from __future__ import annotations
 
+from typing import Protocol
+
 from ...exc import Unsupported
+
+
+class Tracer(Protocol):
+    """What a value may ask of the tracer that evaluates it (the ``tx`` argument).
+
+    Values sit below the object builder, the operators and the interpreter; they reach
+    them only through this interface, which ``interpreter.Tracer`` implements.  So a
+    value kind never imports the code that creates values of other kinds.
+    """
+
+    state: object    # capture.state.CaptureState: graph builder, guards, side effects
+
+    def wrap(self, obj, source) -> "Value":
+        """The Value for a real object read from ``source`` (None: a trusted constant),
+        with its guard installed (``builder.wrap``)."""
+
+    def wrap_fake_result(self, node, result) -> "Value":
+        """The Value for what a graph op returned on fake tensors."""
+
+    def wrap_traced_object(self, real) -> "Value":
+        """A structure holding fakes (from a replayed constructor) mapped back to Values."""
+
+    def construct(self, cls_value, args: list, kwargs: dict) -> "Value":
+        """``cls(*args, **kwargs)`` for a class read while tracing."""
+
+    def apply_operator(self, fn, *args: "Value") -> "Value":
+        """A function of the ``operator`` module (``operator.add``, ``operator.eq``,
+        ``operator.is_``, ``operator.contains``, ``operator.iadd``, ``operator.neg``...)
+        applied to Values with Python's semantics."""
+
+    def inline_call(self, fn_value, code, fn_globals, bound: dict, closure: list) -> "Value":
+        """Trace ``code`` as a call, in a child tracer that shares this capture."""
+
+
+class AttributeMissing(Unsupported):
+    """Lookup failed the way Python would raise AttributeError (hasattr relies on it)."""
+
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented), range, slice)
 
@@ -31,6 +71,10 @@ class Value:
         return type(self).__name__
 
     def __repr__(self):
+        return self.describe()
+
+    def short_repr(self) -> str:
+        """How this value reads inside another value's description (an exception's args)."""
         return self.describe()
 
     # -- protocol used by the handlers --------------------------------------------
@@ -80,6 +124,11 @@ class Value:
     def contents(self) -> list:
         """Values held by this one (for walking outputs and side effects)."""
         return []
+
+    def python_value(self, tx=None):
+        """The plain Python object this Value stands for when it is made only of
+        constants (containers rebuild theirs); Unsupported otherwise."""
+        return self.as_constant()
 
 
 class ConstantValue(Value):
@@ -131,16 +180,17 @@ class ConstantValue(Value):
     def describe(self):
         return f"Constant({self._value!r})"
 
+    def short_repr(self):
+        return repr(self._value)
+
     def getattr(self, tx, name):
-        from .builder import wrap_real_result
-        from .objects import AttributeMissing
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
             raise AttributeMissing(f"{type(self.value).__name__} object has no attribute {name!r}") from e
         if callable(attr) and not isinstance(attr, type):
             return ConstantMethodValue(self, name, attr)
-        return wrap_real_result(tx, attr, owner=self)
+        return tx.wrap(attr, None)
 
     def unpack(self, tx):
         v = self.value
@@ -156,7 +206,6 @@ class ConstantValue(Value):
         try:
             return const(self.value[k])
         except Exception as e:
-            from .exceptions import raise_python
             raise_python(type(e), *e.args)
 
     def length(self, tx):
@@ -190,24 +239,13 @@ class ConstantMethodValue(Value):
         try:
             result = self.bound(*real_args, **real_kwargs)
         except Exception as e:
-            from .exceptions import raise_python
             raise_python(type(e), *e.args)
-        from .builder import wrap_real_result
-        return wrap_real_result(tx, result)
+        return tx.wrap(result, None)
 
 
 def to_python(v: Value, tx=None):
     """A Value as a plain Python object when it is made only of constants."""
-    from .containers import DictValue, ListValue, TupleValue
-    if isinstance(v, ConstantValue):
-        return v.value
-    if isinstance(v, ListValue):
-        return [to_python(i, tx) for i in v.items]
-    if isinstance(v, TupleValue):
-        return tuple(to_python(i, tx) for i in v.items)
-    if isinstance(v, DictValue):
-        return {k: to_python(i, tx) for k, i in v.items.items()}
-    return v.as_constant()
+    return v.python_value(tx)
 
 
 class NullValue(Value):
@@ -226,3 +264,30 @@ def const(value) -> ConstantValue:
 
 def is_literal(value) -> bool:
     return isinstance(value, _CONSTANT_TYPES)
+
+
+class TracedException(Exception):
+    """An exception raised inside traced code: Python-level control transfer to the
+    handler that the code object's exception table names (``Tracer.step``).
+
+    It carries the exception's class and argument Values.  The ExceptionValue that an
+    ``except`` block sees (``exceptions.py``) is made when the tracer first hands the
+    exception to a handler, or is the one the traced code raised.
+    """
+
+    def __init__(self, cls: type, arg_values: list, value: Value | None = None):
+        self.cls = cls
+        self.arg_values = list(arg_values)
+        self.value = value
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        if self.value is not None:
+            return self.value.describe()
+        shown = ", ".join(a.short_repr() for a in self.arg_values)
+        return f"{self.cls.__name__}({shown})"
+
+
+def raise_python(cls: type, *messages) -> None:
+    """Raise ``cls(*messages)`` as if the traced code had raised it."""
+    raise TracedException(cls, [const(m) for m in messages])

@@ -17,12 +17,17 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from ...exc import Unsupported
 from ..sources import AttrSource, ConstSource, DictValuesSource, ItemSource
-from .base import ConstantValue, Value, const
+from .base import ConstantValue, Value, const, to_python
+from .builtins import BUILTINS
+from .callables import wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
 from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
+from .contexts import wrap_grad_mode_exit
+from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, PartialValue, UserFunctionValue
-from .objects import (ClassValue, ModuleValue, NewObjectValue, ObjectValue, PythonModuleValue,
-                      ReplayedObjectValue, is_plain_class, is_replayable_class)
-from .tensor import TensorValue
+from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
+from .nn_modules import ModuleValue, NewTorchModuleValue, build_stateless_torch_module
+from .objects import ClassValue, ObjectValue, PythonModuleValue, is_plain_class
+from .tensor import TensorMethodValue, TensorValue
 
 _LITERALS = (int, float, bool, str, bytes, complex, type(None))
 _METADATA_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo,
@@ -99,7 +104,6 @@ def wrap(tx, obj, source) -> Value:
             and hasattr(torch.Tensor, obj.__name__):
         # ``x.add`` handed over a graph break: a new object on every call; traced as the
         # tensor's method, guarded by name (the tensor is guarded on its own)
-        from .tensor import TensorMethodValue
         if guards is not None:
             guards.type_is(source, obj)
             guards.constant(AttrSource(source, "__name__"), obj.__name__)
@@ -108,7 +112,6 @@ def wrap(tx, obj, source) -> Value:
     if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                         types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)) \
             or type(obj).__name__ in ("OpOverloadPacket", "OpOverload"):
-        from .callables import wrap_c_callable
         if guards is not None:
             guards.identity(source, obj, "function")
         return wrap_c_callable(tx, obj, source)
@@ -119,7 +122,6 @@ def wrap(tx, obj, source) -> Value:
     if isinstance(obj, type):
         if guards is not None:
             guards.identity(source, obj, "class")
-        from .callables import wrap_class
         return wrap_class(tx, obj, source)
     if isinstance(obj, functools.partial):
         if guards is not None:
@@ -132,7 +134,6 @@ def wrap(tx, obj, source) -> Value:
                   for k, a in obj.keywords.items()}
         return PartialValue(func, args, kwargs, source, obj)
     if isinstance(obj, types.MethodType):
-        from .callables import wrap_grad_mode_exit
         special = wrap_grad_mode_exit(tx, obj, source)
         if special is not None:
             return special
@@ -141,7 +142,6 @@ def wrap(tx, obj, source) -> Value:
         func = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
         self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
         return BoundMethodValue(func, self_v, source)
-    from .callables import wrap_special_object
     special = wrap_special_object(tx, obj, source)
     if special is not None:
         return special
@@ -192,7 +192,6 @@ def _wrap_dict(tx, obj: dict, source) -> Value:
 
 
 def _wrap_function(tx, fn: types.FunctionType, source) -> Value:
-    from .callables import wrap_python_function
     state = tx.state
     if source is not None:
         # closures and functions defined inside functions (lambdas, inner defs) are new
@@ -262,11 +261,6 @@ def _structseq_fields(result) -> list:
     return order
 
 
-def wrap_real_result(tx, obj, owner=None) -> Value:
-    """A value computed by really running something at trace time (no source)."""
-    return wrap(tx, obj, None)
-
-
 def wrap_traced_object(tx, real) -> Value:
     """Map a structure holding fakes (from a replayed constructor) back to Values."""
     state = tx.state
@@ -334,7 +328,6 @@ _PURE_CONSTRUCTORS = frozenset({torch.finfo, torch.iinfo, torch.device, torch.Si
 
 def _construct_dict(tx, cls, args: list, kwargs: dict) -> Value:
     """``OrderedDict(...)`` / ``defaultdict(factory, ...)``: a dict built the way dict() is."""
-    from .builtins import BUILTINS
     factory = None
     if cls is collections.defaultdict:
         factory = args.pop(0) if args else None
@@ -378,10 +371,8 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
             raise Unsupported("functools.partial() needs a callable")
         return PartialValue(args[0], list(args[1:]), dict(kwargs))
     if issubclass(cls, BaseException):
-        from .exceptions import ExceptionValue
         return ExceptionValue(cls, list(args))
     if cls in _PURE_CONSTRUCTORS:
-        from .base import to_python
         try:
             real_args = [to_python(a, tx) for a in args]
             real_kwargs = {k: to_python(v, tx) for k, v in kwargs.items()}
@@ -404,7 +395,6 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
     if isinstance(cls, type) and issubclass(cls, torch.nn.Module) \
             and all(isinstance(a, ConstantValue) for a in [*args, *kwargs.values()]):
         # a stateless torch.nn module from constant arguments (loss functions, activations)
-        from .torch_modules import NewTorchModuleValue, build_stateless_torch_module
         real_args = tuple(a.as_constant() for a in args)
         real_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
         mod = build_stateless_torch_module(cls, real_args, real_kwargs)

@@ -14,9 +14,13 @@ import operator
 import torch
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const
+from .base import AttributeMissing, ConstantValue, Value, const, raise_python
 from .containers import DictValue, IteratorValue, ListValue, SetValue, SliceValue, TupleValue, key_of
-from .exceptions import raise_python
+from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
+from .new_objects import NewObjectValue
+from .nn_modules import ModuleValue
+from .objects import ClassValue, is_plain_class
+from .super_value import make_super
 from .tensor import TensorValue, graph_call
 
 
@@ -38,10 +42,9 @@ class BuiltinValue(Value):
         return BUILTINS[self.fn](tx, list(args), dict(kwargs))
 
     def getattr(self, tx, name):
-        from .builder import wrap
         if isinstance(self.fn, type):
             try:
-                return wrap(tx, getattr(self.fn, name), None)
+                return tx.wrap(getattr(self.fn, name), None)
             except AttributeError:
                 pass
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
@@ -75,7 +78,7 @@ def _len(tx, args, kwargs):
 
 def _isinstance(tx, args, kwargs):
     obj, cls = args
-    classes = cls.as_constant() if cls.is_constant() else _real_classes(tx, cls)
+    classes = cls.as_constant() if cls.is_constant() else real_classes(tx, cls)
     t = obj.python_type()
     if isinstance(obj, TensorValue):
         t = getattr(obj, "cls", torch.Tensor)
@@ -93,9 +96,9 @@ def _subclass(t, c) -> bool:
     return issubclass(t, c)
 
 
-def _real_classes(tx, cls: Value):
+def real_classes(tx, cls: Value):
     if isinstance(cls, TupleValue):
-        return tuple(_real_classes(tx, c) for c in cls.items)
+        return tuple(real_classes(tx, c) for c in cls.items)
     real = getattr(cls, "real_object", None)
     if real is None:
         raise Unsupported("isinstance() with a class Kiln cannot identify")
@@ -103,13 +106,12 @@ def _real_classes(tx, cls: Value):
 
 
 def _issubclass(tx, args, kwargs):
-    a = _real_classes(tx, args[0])
-    b = args[1].as_constant() if args[1].is_constant() else _real_classes(tx, args[1])
+    a = real_classes(tx, args[0])
+    b = args[1].as_constant() if args[1].is_constant() else real_classes(tx, args[1])
     return const(issubclass(a, b))
 
 
 def _hasattr(tx, args, kwargs):
-    from .objects import AttributeMissing
     try:
         args[0].getattr(tx, args[1].as_constant())
         return const(True)
@@ -118,7 +120,6 @@ def _hasattr(tx, args, kwargs):
 
 
 def _getattr(tx, args, kwargs):
-    from .objects import AttributeMissing
     name = args[1].as_constant()
     if len(args) == 3:
         try:
@@ -239,12 +240,11 @@ def _minmax(fn):
 
 
 def _sum(tx, args, kwargs):
-    from ..operators import binary
     items = _iter_items(tx, args[0])
     start = args[1] if len(args) > 1 else kwargs.get("start", const(0))
     total = start
     for i in items:
-        total = binary(tx, operator.add, total, i)
+        total = tx.apply_operator(operator.add, total, i)
     return total
 
 
@@ -274,18 +274,15 @@ def _bool(tx, args, kwargs):
 
 
 def _type(tx, args, kwargs):
-    from .builder import wrap
     if len(args) != 1:
         raise Unsupported("type() with three arguments")
     v = args[0]
     t = getattr(v, "cls", None) if isinstance(v, TensorValue) else v.python_type()
-    return wrap(tx, t or torch.Tensor, None)
+    return tx.wrap(t or torch.Tensor, None)
 
 
 def _callable(tx, args, kwargs):
     v = args[0]
-    from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
-    from .objects import ClassValue, ModuleValue
     if isinstance(v, (BaseFunctionValue, BoundMethodValue, PartialValue, ClassValue, ModuleValue, BuiltinValue)):
         return const(True)
     if isinstance(v, ConstantValue):
@@ -332,7 +329,7 @@ def _print(tx, args, kwargs):
 
 
 def _super(tx, args, kwargs):
-    return tx.make_super(args)
+    return make_super(tx, args)
 
 
 def _slice(tx, args, kwargs):
@@ -356,9 +353,8 @@ def _round(tx, args, kwargs):
 
 
 def _pow(tx, args, kwargs):
-    from ..operators import binary
     if len(args) == 2:
-        return binary(tx, operator.pow, args[0], args[1])
+        return tx.apply_operator(operator.pow, args[0], args[1])
     return _fold(pow)(tx, args, kwargs)
 
 
@@ -368,7 +364,6 @@ def _divmod(tx, args, kwargs):
 
 def _str(tx, args, kwargs):
     if args and not args[0].is_constant():
-        from .objects import ClassValue
         if isinstance(args[0], ClassValue) and type(args[0].obj).__str__ is type.__str__:
             return const(str(args[0].obj))
         raise Unsupported(f"str() of {args[0].describe()}")
@@ -376,8 +371,7 @@ def _str(tx, args, kwargs):
 
 
 def _object_new(tx, args, kwargs):
-    from .objects import NewObjectValue, is_plain_class
-    cls = _real_classes(tx, args[0])
+    cls = real_classes(tx, args[0])
     if not is_plain_class(cls):
         raise Unsupported(f"object.__new__({cls.__name__})")
     obj = NewObjectValue(cls)
@@ -385,21 +379,10 @@ def _object_new(tx, args, kwargs):
     return obj
 
 
-def _operator_binary(fn):
+def _operator(fn):
+    """A function of the ``operator`` module: Python's operator semantics on Values."""
     def handler(tx, args, kwargs):
-        from ..operators import binary, compare, inplace, COMPARE_OPS, INPLACE_TO_BINARY
-        if fn in COMPARE_OPS.values():
-            return compare(tx, fn, *args)
-        if fn in INPLACE_TO_BINARY:
-            return inplace(tx, fn, *args)
-        return binary(tx, fn, *args)
-    return handler
-
-
-def _operator_unary(fn):
-    def handler(tx, args, kwargs):
-        from ..operators import unary
-        return unary(tx, fn, args[0])
+        return tx.apply_operator(fn, *args)
     return handler
 
 
@@ -410,16 +393,6 @@ def _getitem(tx, args, kwargs):
 def _setitem(tx, args, kwargs):
     args[0].setitem(tx, args[1], args[2])
     return const(None)
-
-
-def _is(tx, args, kwargs):
-    from ..operators import identical
-    return const(identical(tx, args[0], args[1]))
-
-
-def _contains(tx, args, kwargs):
-    from ..operators import contains
-    return const(contains(tx, args[0], args[1]))
 
 
 def _truth(tx, args, kwargs):
@@ -494,8 +467,8 @@ BUILTINS: dict = {
     _b.slice: _slice, _b.id: _id, _b.round: _round, _b.pow: _pow, _b.divmod: _divmod,
     _b.repr: _fold(repr), _b.format: _fold(format), _b.ord: _fold(ord), _b.chr: _fold(chr),
     _b.hash: _fold(hash), _b.complex: _fold(complex), object.__new__: _object_new,
-    operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _is,
-    operator.contains: _contains, operator.truth: _truth, operator.not_: _not,
+    operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _operator(operator.is_),
+    operator.contains: _operator(operator.contains), operator.truth: _truth, operator.not_: _not,
     operator.index: _fold(operator.index),
     itertools.chain: _chain, itertools.product: _product, itertools.islice: _islice, functools.reduce: _reduce,
 }
@@ -504,9 +477,9 @@ for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator
             operator.rshift, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,
             operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
             operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor):
-    BUILTINS[_op] = _operator_binary(_op)
+    BUILTINS[_op] = _operator(_op)
 for _op in (operator.neg, operator.pos, operator.invert, operator.inv, operator.abs):
-    BUILTINS[_op] = _operator_unary(_op)
+    BUILTINS[_op] = _operator(_op)
 for _name in ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "floor", "ceil", "pow",
               "isnan", "isinf", "isfinite", "gcd", "fabs", "prod", "trunc", "atan", "atan2", "erf", "log1p",
               "expm1", "lcm", "copysign", "comb", "factorial", "hypot", "isclose", "radians", "degrees"):

@@ -4,14 +4,25 @@ the grad-mode context managers.
 """
 from __future__ import annotations
 
-import math
-import operator
+import copy
+import dataclasses
+import inspect
+import sys
 import types
 
 import torch
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const
+from ...markers import UNBOUND, CompiledFunctionBase, graph_break, is_disabled
+from ..sources import AttrSource
+from .base import ConstantMethodValue, ConstantValue, Value, const
+from .builtins import BUILTINS, BuiltinValue
+from .contexts import GradModeClassValue, GradModeValue
+from .containers import DictValue, ListValue
+from .functions import BoundMethodValue
+from .new_objects import ReplayedObjectValue
+from .objects import ClassValue
+from .tensor import graph_call
 
 
 def _torch_owned(obj) -> bool:
@@ -37,7 +48,7 @@ def wrap_python_function(tx, fn: types.FunctionType, source):
     special = tx.state.special_functions().get(fn)
     if special is not None:
         return special
-    if getattr(fn, "_kiln_disable", False) or getattr(fn, "_torchdynamo_disable", False):
+    if is_disabled(fn):
         return DisabledFunctionValue(fn, source)
     mod = getattr(fn, "__module__", None) or ""
     if (mod == "torch" or mod.startswith("torch.")) and not mod.startswith(_INLINE_TORCH_MODULES):
@@ -49,7 +60,6 @@ def wrap_c_callable(tx, fn, source):
     special = tx.state.special_functions().get(fn) if _hashable(fn) else None
     if special is not None:
         return special
-    from .builtins import BUILTINS, BuiltinValue
     if _hashable(fn) and fn in BUILTINS:
         return BuiltinValue(fn, source)
     if _torch_owned(fn):
@@ -58,8 +68,6 @@ def wrap_c_callable(tx, fn, source):
 
 
 def wrap_class(tx, cls: type, source):
-    from .builtins import BUILTINS, BuiltinValue
-    from .objects import ClassValue
     if cls in BUILTINS:
         return BuiltinValue(cls, source)
     if cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode):
@@ -68,25 +76,16 @@ def wrap_class(tx, cls: type, source):
 
 
 def wrap_special_object(tx, obj, source):
-    from ...api import CompiledFunction
-    if isinstance(obj, CompiledFunction):
-        from ..sources import AttrSource
-        from .builder import wrap
-        from .functions import BoundMethodValue
-        fn = wrap(tx, obj._kiln_fn, AttrSource(source, "_kiln_fn") if source is not None else None)
-        if obj._kiln_self is not None and obj._kiln_self is not _api_nothing():
-            return BoundMethodValue(fn, wrap(tx, obj._kiln_self, AttrSource(source, "_kiln_self") if source else None))
+    if isinstance(obj, CompiledFunctionBase):
+        fn = tx.wrap(obj._kiln_fn, AttrSource(source, "_kiln_fn") if source is not None else None)
+        if obj._kiln_self is not None and obj._kiln_self is not UNBOUND:
+            return BoundMethodValue(fn, tx.wrap(obj._kiln_self, AttrSource(source, "_kiln_self") if source else None))
         return fn
     if isinstance(obj, torch._C._TensorMeta) or obj is torch.Tensor:
         return None
     if isinstance(obj, (torch.no_grad, torch.enable_grad)):
         return GradModeValue(isinstance(obj, torch.enable_grad))
     return None
-
-
-def _api_nothing():
-    from ...api import _NOTHING
-    return _NOTHING
 
 
 def _hashable(x) -> bool:
@@ -121,7 +120,6 @@ class TorchFunctionValue(RealCallableValue):
         return f"torch function {getattr(self.fn, '__qualname__', self.fn)}"
 
     def call(self, tx, args, kwargs):
-        from .tensor import graph_call
         if any(isinstance(getattr(a, "obj", None), torch.nn.Module) for a in args):
             raise Unsupported(f"{getattr(self.fn, '__name__', self.fn)} called with an nn.Module argument")
         if touches_global_state(self.fn):
@@ -132,9 +130,8 @@ class TorchFunctionValue(RealCallableValue):
         return graph_call(tx, "call_function", self.fn, list(args), dict(kwargs))
 
     def getattr(self, tx, name):
-        from .builder import wrap
         try:
-            return wrap(tx, getattr(self.fn, name), None)
+            return tx.wrap(getattr(self.fn, name), None)
         except AttributeError:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}")
 
@@ -179,7 +176,6 @@ class CFunctionValue(RealCallableValue):
             return const(None)
         if getattr(self.fn, "__objclass__", None) in _IMMUTABLE_BUILTINS:
             # an unbound method of str / int / tuple...: pure on constants (str.upper)
-            from .base import ConstantMethodValue
             if not args or not args[0].is_constant():
                 raise Unsupported(f"{self.describe()} on {args[0].describe() if args else 'nothing'}")
             return ConstantMethodValue(args[0], self.fn.__name__, self.fn.__get__(args[0].as_constant())) \
@@ -264,146 +260,6 @@ class GraphBreakFunctionValue(Value):
         raise Unsupported("explicit graph break (kiln.graph_break())")
 
 
-# -- grad mode ------------------------------------------------------------------------
-
-
-class GradModeValue(Value):
-    """``torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` as a context manager.
-
-    Entering records ``torch._C._set_grad_enabled(mode)`` in the graph and switches
-    the real grad mode while tracing so fake tensors get the right requires_grad.
-    """
-
-    def __init__(self, mode: bool):
-        self.mode = mode
-        self.prior = None
-
-    def python_type(self):
-        return torch.no_grad if not self.mode else torch.enable_grad
-
-    def describe(self):
-        return f"grad mode {'on' if self.mode else 'off'}"
-
-    def enter(self, tx):
-        if getattr(self, "entered_on_call", False):
-            # torch.set_grad_enabled(b) already switched when it was called
-            self.entered_on_call = False
-            return const(None)
-        self.prior = torch.is_grad_enabled()
-        tx.state.set_grad_mode(self.mode)
-        return const(None)
-
-    def exit(self, tx):
-        tx.state.set_grad_mode(self.prior)
-        return const(None)
-
-    def getattr(self, tx, name):
-        if name == "__class__":   # the decorator form re-creates the context per call
-            from .builder import wrap
-            return wrap(tx, self.python_type(), None)
-        return super().getattr(tx, name)
-
-    def call(self, tx, args, kwargs):
-        # used as a decorator: @torch.no_grad() on a function made in the frame
-        if len(args) == 1 and not kwargs:
-            return GradModeWrappedFunction(self.mode, args[0])
-        raise Unsupported("calling a grad-mode context manager object")
-
-    def reconstruct(self, cg):
-        return f"{cg.ref(torch.enable_grad if self.mode else torch.no_grad)}()"
-
-    def reconstruct_entered_exit(self, cg) -> str:
-        """The ``__exit__`` of this context, entered again (a with-block that spans a graph break).
-
-        It restores the mode from before the with-block, not the one the glue runs under
-        (a continuation inside the block runs with the block's mode already on)."""
-        if getattr(self, "inference", False):
-            return f"{cg.ref(_entered_inference_exit)}()"
-        if self.prior is None:
-            return f"{cg.ref(torch.set_grad_enabled)}({self.mode}).__exit__"
-        return f"{cg.ref(_entered_grad_exit)}({self.mode}, {self.prior})"
-
-
-def _entered_inference_exit():
-    ctx = torch.inference_mode()
-    ctx.__enter__()
-    return ctx.__exit__
-
-
-def _entered_grad_exit(mode: bool, prior: bool):
-    ctx = torch.set_grad_enabled(mode)  # switches now
-    ctx.prev = prior
-    return ctx.__exit__
-
-
-def wrap_grad_mode_exit(tx, method, source):
-    """The ``__exit__`` of a real grad-mode context entered before this frame began
-    (a with-block that a graph break split): calling it restores the saved mode."""
-    owner = method.__self__
-    if method.__name__ != "__exit__" or not isinstance(owner, (torch.no_grad, torch.enable_grad,
-                                                                 torch.set_grad_enabled)):
-        return None
-    prev = getattr(owner, "prev", None)
-    if not isinstance(prev, bool):
-        return None
-    if source is not None:
-        from ..sources import AttrSource
-        tx.state.guards.type_is(source, method)
-        tx.state.guards.constant(AttrSource(AttrSource(source, "__self__"), "prev"), prev)
-    from ..handlers.blocks import WithExit
-    ctx = GradModeValue(torch.is_grad_enabled())
-    ctx.prior = prev
-    return WithExit(ctx)
-
-
-class GradModeWrappedFunction(Value):
-    def __init__(self, mode, fn):
-        self.mode, self.fn = mode, fn
-
-    def call(self, tx, args, kwargs):
-        ctx = GradModeValue(self.mode)
-        ctx.enter(tx)
-        try:
-            return self.fn.call(tx, args, kwargs)
-        finally:
-            ctx.exit(tx)
-
-
-class GradModeClassValue(Value):
-    def __init__(self, cls, source=None):
-        self.cls = cls
-        self.source = source
-
-    def real_object(self):
-        return self.cls
-
-    def python_type(self):
-        return type
-
-    def call(self, tx, args, kwargs):
-        cls = self.cls
-        if cls is torch.no_grad:
-            return GradModeValue(False)
-        if cls is torch.enable_grad:
-            return GradModeValue(True)
-        if cls is torch.set_grad_enabled:
-            mode = (args[0] if args else kwargs["mode"]).as_constant()
-            v = GradModeValue(bool(mode))
-            # set_grad_enabled(b) also acts immediately when not used in a with-statement
-            v.enter(tx)
-            v.entered_on_call = True
-            return v
-        if cls is torch.inference_mode:
-            mode = args[0].as_constant() if args else kwargs.get("mode", const(True)).as_constant()
-            v = GradModeValue(not mode)
-            v.inference = bool(mode)   # re-entered as inference mode at a graph break
-            return v
-        raise Unsupported(f"{cls.__name__} as a context manager")
-
-    def reconstruct(self, cg):
-        return cg.ref(self.cls)
-
-
 class TraceTimeFunctionValue(Value):
     """A pure function of its arguments' identity and code (``inspect.signature``):
     run for real at trace time on the real objects the arguments stand for."""
@@ -418,21 +274,17 @@ class TraceTimeFunctionValue(Value):
         return f"{getattr(self.fn, '__module__', '')}.{getattr(self.fn, '__qualname__', self.fn)}"
 
     def call(self, tx, args, kwargs):
-        from .builder import wrap
         real_args = [realize(a, tx) for a in args]
         real_kwargs = {k: realize(v, tx) for k, v in kwargs.items()}
         try:
             result = self.fn(*real_args, **real_kwargs)
         except Exception as e:
             raise Unsupported(f"{self.describe()}() raised {type(e).__name__}: {e}") from e
-        return wrap(tx, result, None)
+        return tx.wrap(result, None)
 
 
 def realize(v: Value, tx=None):
     """The real object a Value stands for, when it stands for one (else Unsupported)."""
-    from .base import ConstantValue
-    from .containers import DictValue, ListValue
-    from .functions import BoundMethodValue
     if isinstance(v, ConstantValue):
         return v.value
     if isinstance(v, BoundMethodValue):
@@ -440,7 +292,6 @@ def realize(v: Value, tx=None):
     real = getattr(v, "real_object", None)
     if real is not None:
         return real()
-    from .objects import ReplayedObjectValue
     if isinstance(v, ReplayedObjectValue):
         # built on fakes by its own constructor: right class and fields (dataclasses.fields,
         # is_dataclass); a fake leaking out of the call is refused when the result is wrapped
@@ -482,11 +333,8 @@ def _holds_tensors(obj, depth, seen) -> bool:
 
 
 def trace_time_functions() -> dict:
-    import dataclasses
-    import inspect
     fns = [inspect.signature, inspect.isfunction, inspect.ismethod, inspect.isclass, inspect.ismodule,
            inspect.iscoroutinefunction, inspect.isgeneratorfunction, dataclasses.fields, dataclasses.is_dataclass]
-    import copy
     table = {f: TraceTimeFunctionValue(f) for f in fns}
     table[copy.copy] = CopyFunctionValue(copy.copy)
     table[copy.deepcopy] = CopyFunctionValue(copy.deepcopy)
@@ -511,9 +359,9 @@ def torch_special_functions() -> dict:
     }
     table.pop(torch.is_tensor)
     table.update(trace_time_functions())
+    table[graph_break] = GraphBreakFunctionValue(graph_break)
     # Code written for torch.compile may call torch._dynamo's markers; Kiln never
     # imports torch._dynamo itself, it only recognises them if the user already did.
-    import sys
     dyn = sys.modules.get("torch._dynamo")
     if dyn is not None:
         if hasattr(dyn, "graph_break"):
@@ -530,5 +378,3 @@ def torch_special_functions() -> dict:
                 table[getattr(mod, n)] = ConstantFunctionValue(getattr(mod, n), False)
     return table
 
-
-_ = (math, operator, ConstantValue)

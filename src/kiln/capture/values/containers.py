@@ -6,9 +6,10 @@ mutated, the glue writes its new contents back after the graph runs.
 """
 from __future__ import annotations
 
+import operator
+
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const
-from .exceptions import raise_python
+from .base import ConstantValue, Value, const, raise_python
 
 
 def key_of(v: Value):
@@ -103,6 +104,9 @@ class TupleValue(SequenceValue):
     def python_type(self):
         return tuple
 
+    def python_value(self, tx=None):
+        return tuple(i.python_value(tx) for i in self.items)
+
     def reconstruct(self, cg):
         if self.source is not None and not cg.prefers_rebuild(self):
             return cg.source_expr(self.source)
@@ -161,6 +165,9 @@ class ListValue(SequenceValue):
 
     def as_constant(self):
         raise Unsupported("a list is mutable and is never treated as a constant")
+
+    def python_value(self, tx=None):
+        return [i.python_value(tx) for i in self.items]
 
     def setitem(self, tx, key, value):
         tx.state.side_effects.mutated(self)
@@ -246,6 +253,9 @@ class DictValue(Value):
 
     def python_type(self):
         return self.cls
+
+    def python_value(self, tx=None):
+        return {k: i.python_value(tx) for k, i in self.items.items()}
 
     def describe(self):
         return f"{self.cls.__name__}({list(self.items)!r})"
@@ -492,9 +502,7 @@ class BoundContainerMethod(Value):
 
 def _equal(tx, a: Value, b: Value) -> bool:
     """``a is b or bool(a == b)``, the test list.index / count / remove / ``in`` apply."""
-    import operator
-    from ..operators import compare, identical
-    if a is b or identical(tx, a, b):
+    if a is b or tx.apply_operator(operator.is_, a, b).as_constant():
         return True
-    # distinct tensors compare by value (eager may even raise): compare refuses that
-    return compare(tx, operator.eq, a, b).truth(tx)
+    # distinct tensors compare by value (eager may even raise): comparing refuses that
+    return tx.apply_operator(operator.eq, a, b).truth(tx)

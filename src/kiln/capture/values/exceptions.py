@@ -1,15 +1,17 @@
-"""Exceptions raised by traced code.
+"""Exception objects in traced code.
 
 Kiln follows the exception table of 3.11 code objects: when traced code raises
 (``raise``, a failed ``next()``, an out-of-range index), the raise is a
-``TracedException`` carrying an ExceptionValue; the tracer unwinds to the handler
-the table names, in this frame or a caller's.  An exception that escapes the root
-frame makes the capture unsupported, and eager raises it for real.
+``TracedException`` (``base.py``); the tracer unwinds to the handler the table names,
+in this frame or a caller's, and the handler sees the ExceptionValue made here.  An
+exception that escapes the root frame makes the capture unsupported, and eager raises
+it for real.
 """
 from __future__ import annotations
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const
+from .base import TracedException, Value, const
+from .containers import TupleValue
 
 
 class ExceptionValue(Value):
@@ -18,15 +20,25 @@ class ExceptionValue(Value):
         self.args = list(args)
         self.attrs: dict = {}
 
+    @classmethod
+    def caught(cls, exc: TracedException) -> "ExceptionValue":
+        """The value a handler sees for ``exc``: one object however often it is caught."""
+        if exc.value is None:
+            exc.value = cls(exc.cls, exc.arg_values)
+        return exc.value
+
+    def raised(self) -> TracedException:
+        """This exception, raised by the traced code."""
+        return TracedException(self.cls, self.args, self)
+
     def python_type(self):
         return self.cls
 
     def describe(self):
-        msg = ", ".join(repr(a.value) if isinstance(a, ConstantValue) else a.describe() for a in self.args)
+        msg = ", ".join(a.short_repr() for a in self.args)
         return f"{self.cls.__name__}({msg})"
 
     def getattr(self, tx, name):
-        from .containers import TupleValue
         if name == "args":
             return TupleValue(self.args)
         if name in self.attrs:
@@ -48,28 +60,9 @@ class ExceptionValue(Value):
         attrs = ", ".join(f"{k!r}: {cg.expr(v)}" for k, v in self.attrs.items())
         return cg.new_object(self, f"{cg.ref(_rebuild)}({cg.ref(self.cls)}, ({args}), {{{attrs}}})")
 
-    def to_real(self):
-        try:
-            return self.cls(*[a.as_constant() for a in self.args])
-        except Exception:
-            return self.cls()
-
 
 def _rebuild(cls, args, attrs):
     exc = cls(*args)
     for k, v in attrs.items():
         setattr(exc, k, v)
     return exc
-
-
-class TracedException(Exception):
-    """Python-level control transfer for an exception raised inside traced code."""
-
-    def __init__(self, value: ExceptionValue):
-        super().__init__(value.describe())
-        self.value = value
-
-
-def raise_python(cls: type, *messages) -> None:
-    """Raise ``cls(*messages)`` as if the traced code had raised it."""
-    raise TracedException(ExceptionValue(cls, [const(m) for m in messages]))

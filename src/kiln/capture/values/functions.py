@@ -6,11 +6,14 @@ shares the graph, guards and side effects of the frame being compiled.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
 from ...exc import Unsupported
+from ..sources import AttrSource, ClosureSource, ItemSource
 from .base import ConstantValue, Value, const
+from .containers import DictValue, TupleValue
 
 
 class CellValue(Value):
@@ -24,12 +27,11 @@ class CellValue(Value):
     def get(self, tx) -> Value:
         if self.value is None:
             if self.real_cell is not None:
-                from .builder import wrap
                 try:
                     contents = self.real_cell.cell_contents
                 except ValueError:
                     raise Unsupported("reading a free variable before it is assigned")
-                self.value = wrap(tx, contents, self.source)
+                self.value = tx.wrap(contents, self.source)
             else:
                 raise Unsupported("reading a free variable before it is assigned")
         return self.value
@@ -42,7 +44,6 @@ class CellValue(Value):
 
 def bind_arguments(code: types.CodeType, name: str, defaults: list, kwdefaults: dict, args: list, kwargs: dict) -> dict:
     """Python's argument binding, done on Values (no inspect.Signature involved)."""
-    from .containers import DictValue, TupleValue
     nargs = code.co_argcount
     nposonly = code.co_posonlyargcount
     nkwonly = code.co_kwonlyargcount
@@ -121,17 +122,15 @@ class UserFunctionValue(BaseFunctionValue):
         return f"function {self.fn.__qualname__}"
 
     def parts(self, tx):
-        from .builder import wrap
-        from ..sources import AttrSource, ClosureSource, ItemSource
         fn = self.fn
         defaults = []
         for i, d in enumerate(fn.__defaults__ or ()):
             src = ItemSource(AttrSource(self.source, "__defaults__"), i) if self.source else None
-            defaults.append(wrap(tx, d, src))
+            defaults.append(tx.wrap(d, src))
         kwdefaults = {}
         for k, d in (fn.__kwdefaults__ or {}).items():
             src = ItemSource(AttrSource(self.source, "__kwdefaults__"), k) if self.source else None
-            kwdefaults[k] = wrap(tx, d, src)
+            kwdefaults[k] = tx.wrap(d, src)
         closure = []
         for i, cell in enumerate(fn.__closure__ or ()):
             cv = tx.state.cell_for(cell, ClosureSource(self.source, i) if self.source else None)
@@ -142,12 +141,9 @@ class UserFunctionValue(BaseFunctionValue):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return const(getattr(self.fn, name))
         if name in self.fn.__dict__:
-            from .builder import wrap
-            from ..sources import AttrSource
-            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+            return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
-            from .builder import wrap
-            return wrap(tx, self.fn.__wrapped__, None)
+            return tx.wrap(self.fn.__wrapped__, None)
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
@@ -220,14 +216,12 @@ class PartialValue(Value):
         self.real = real
 
     def python_type(self):
-        import functools
         return functools.partial
 
     def call(self, tx, args, kwargs):
         return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
     def getattr(self, tx, name):
-        from .containers import DictValue, TupleValue
         if name == "func":
             return self.func
         if name == "args":
@@ -239,7 +233,6 @@ class PartialValue(Value):
     def reconstruct(self, cg):
         if self.source is not None:
             return cg.source_expr(self.source)
-        import functools
         parts = [cg.expr(self.func)] + [cg.expr(a) for a in self.args] + [f"{k}={cg.expr(v)}" for k, v in self.kwargs.items()]
         return f"{cg.ref(functools.partial)}({', '.join(parts)})"
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ...exc import Unsupported
-from .base import Value
-from .objects import AttributeMissing, bind_class_attr
+from .attributes import bind_class_attr
+from .base import AttributeMissing, Value, const
+from .objects import ClassValue
 
 
 class SuperValue(Value):
@@ -35,12 +36,10 @@ class SuperValue(Value):
 
 class _NoOpInit(Value):
     def call(self, tx, args, kwargs):
-        from .base import const
         return const(None)
 
 
 def make_super(tx, args: list) -> Value:
-    from .objects import ClassValue
     if len(args) == 2:
         cls = args[0]
         if not isinstance(cls, ClassValue):

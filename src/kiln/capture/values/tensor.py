@@ -12,7 +12,10 @@ import operator
 import torch
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const
+from ..graph import contains_fake
+from ..sources import AsTensorSource, AttrSource
+from .base import AttributeMissing, ConstantValue, Value, const
+from .containers import DictValue, ListValue, SliceValue, TupleValue
 
 # Methods whose answer is metadata only: evaluated on the fake, returned as constants.
 METADATA_METHODS = frozenset({
@@ -75,14 +78,12 @@ class TensorValue(Value):
             return graph_call(tx, "call_method", "detach", [self], {})
         if name == "grad":
             if self.source is not None:
-                from .builder import wrap
-                return wrap(tx, tx.state.real_value(self.source).grad, _attr(self.source, "grad"))
+                return tx.wrap(tx.state.real_value(self.source).grad, AttrSource(self.source, "grad"))
             raise Unsupported("reading .grad of a tensor computed inside the compiled region")
         # data-dependent and unsupported methods refuse when called, so that a graph
         # break lands on the CALL (resumable), not on LOAD_METHOD
         if hasattr(torch.Tensor, name):
             return TensorMethodValue(self, name)
-        from .objects import AttributeMissing
         raise AttributeMissing(f"Tensor has no attribute {name!r}")
 
     def setattr(self, tx, name, value):
@@ -162,11 +163,6 @@ class TensorMethodValue(Value):
         return graph_call(tx, "call_method", name, [t, *args], kwargs)
 
 
-def _attr(source, name):
-    from ..sources import AttrSource
-    return AttrSource(source, name)
-
-
 # --------------------------------------------------------------------------------------
 # Putting an op into the graph
 
@@ -179,7 +175,6 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     Non-tensor results computed from metadata alone (``torch.is_floating_point(x)``)
     become constants and the node is dropped.
     """
-    from .builder import wrap_fake_result
     state = tx.state
     if target in _SCALAR_FRIENDLY and any(isinstance(a, TensorValue) for a in args):
         args = [_scalar_input(tx, a) for a in args]
@@ -188,15 +183,14 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     for k, v in kwargs.items():
         node_kwargs[k], fake_kwargs[k] = _lower(tx, v)
     node, result = state.builder.call(kind, target, tuple(node_args), node_kwargs, tuple(fake_args), fake_kwargs)
-    from ..graph import contains_fake
     mutating = (kind == "call_method" and target.endswith("_") and not target.startswith("__")) \
         or target in _KEEP_EVEN_WITHOUT_OUTPUT or kwargs.get("out") is not None
     if not contains_fake(result) and not mutating:
         state.builder.graph.erase_node(node)
-        return wrap_fake_result(tx, None, result)
+        return tx.wrap_fake_result(None, result)
     if mutating:
         state.note_tensor_mutation(args, kwargs)
-    return wrap_fake_result(tx, node, result)
+    return tx.wrap_fake_result(node, result)
 
 
 # Elementwise arithmetic where a Python number and a 0-d tensor of the matching kind
@@ -216,7 +210,6 @@ def _scalar_input(tx, v: Value) -> Value:
     value = v.peek()
     if type(value) not in (int, float):
         return v
-    from ..sources import AsTensorSource
     dtype = torch.int64 if type(value) is int else torch.float64
     state = tx.state
     state.guards.add("type", v.source, f"type({{v}}) is {state.ns.ref(type(value))}",
@@ -233,7 +226,6 @@ def _scalar_input(tx, v: Value) -> Value:
 
 def _lower(tx, v: Value):
     """A Value as (what the fx node gets, what the fake computation gets)."""
-    from .containers import DictValue, ListValue, SliceValue, TupleValue
     if isinstance(v, TensorValue):
         return v.node, v.fake
     if isinstance(v, ConstantValue):

@@ -1,0 +1,184 @@
+"""Python's attribute rules, applied to Values: lookup through the class's MRO without
+running descriptors, binding what is found (functions, class/static methods,
+properties, C methods of builtin bases), attribute stores through a class's own
+``__setattr__`` or data descriptors, and pending writes of the trace itself.
+
+ObjectValue, NewObjectValue, ClassValue and super() all look attributes up here, so
+what Kiln reads is what eager would read.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from ...exc import Unsupported
+from ..sources import AttrSource, CallSource, ConstSource, ItemSource
+from .base import AttributeMissing, Value, const, to_python
+from .functions import BoundMethodValue, UserFunctionValue
+
+
+# Python modules whose attributes are treated as fixed: reading torch.float32 or
+# math.pi is not guarded (the same trust TorchDynamo places in them).
+TRUSTED_MODULE_PREFIXES = ("torch", "math", "operator", "functools", "itertools", "numpy", "builtins",
+                           "collections", "typing", "warnings", "inspect", "enum", "dataclasses", "abc",
+                           "copy", "types", "re", "logging", "contextlib")
+
+
+def is_trusted_module(mod: types.ModuleType) -> bool:
+    name = getattr(mod, "__name__", "") or ""
+    return any(name == p or name.startswith(p + ".") for p in TRUSTED_MODULE_PREFIXES)
+
+
+def attr_source(base, name):
+    """Where ``base.name`` lives at run time (None when ``base`` has no source)."""
+    return AttrSource(base, name) if base is not None else None
+
+
+def lookup_class_attr(cls: type, name: str):
+    """(owner class, raw attribute) from the MRO without running descriptors."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass, klass.__dict__[name]
+    return None, None
+
+
+def bind_class_attr(tx, owner: type, raw, self_value: Value, name: str):
+    """What ``obj.name`` gives when ``name`` is found on the class as ``raw``."""
+    raw_src = ItemSource(AttrSource(ConstSource(id(owner), owner), "__dict__"), name)
+    if isinstance(raw, types.FunctionType):
+        return BoundMethodValue(UserFunctionValue(raw, raw_src), self_value)
+    if isinstance(raw, staticmethod):
+        return tx.wrap(raw.__func__, None)
+    if isinstance(raw, classmethod):
+        return BoundMethodValue(tx.wrap(raw.__func__, None), tx.wrap(self_value.python_type(), None))
+    if isinstance(raw, property):
+        if raw.fget is None:
+            raise AttributeMissing(f"property {name!r} has no getter")
+        return tx.wrap(raw.fget, None).call(tx, [self_value], {})
+    if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return CMethodValue(self_value, raw, name)
+    return None
+
+
+# C methods of builtin bases that only read: safe to run at trace time on real objects
+_PURE_READS = frozenset({"get", "__getitem__", "__contains__", "__len__", "keys", "values", "items", "count",
+                         "index", "__repr__", "__str__", "__hash__"})
+
+
+def callable_name(obj) -> str:
+    """``numpy.stack`` rather than ``_ArrayFunctionDispatcher object``."""
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if not isinstance(name, str):
+        return f"a {type(obj).__name__} object"
+    mod = getattr(obj, "__module__", None)
+    return f"{mod}.{name}" if isinstance(mod, str) else name
+
+
+def _builtin_container(obj) -> bool:
+    """Objects whose C read methods are side-effect free and cheap to re-run in guards."""
+    return isinstance(obj, (dict, list, tuple, str, set, frozenset, bytes, types.MappingProxyType))
+
+
+class CMethodValue(Value):
+    """A C method found on a builtin base class (``dict.get`` of a dict subclass)."""
+
+    def __init__(self, self_value: Value, raw, name: str):
+        self.self_value, self.raw, self.name = self_value, raw, name
+
+    def describe(self):
+        return f"{getattr(self.raw, '__qualname__', self.name)}"
+
+    def reconstruct(self, cg):
+        # the method bound to its receiver, as the break's step function calls it
+        return f"{cg.ref(self.raw)}.__get__({cg.expr(self.self_value)})"
+
+    def contents(self):
+        return [self.self_value]
+
+    def call(self, tx, args, kwargs):
+        target = self.self_value
+        if self.raw is object.__setattr__ and len(args) == 2:
+            store = getattr(target, "generic_setattr", target.setattr)   # never the class's own __setattr__
+            store(tx, args[0].as_constant(), args[1])
+            return const(None)
+        if self.raw is object.__init__:
+            return const(None)
+        if self.raw is object.__getattribute__ and len(args) == 1 and not kwargs:
+            lookup = getattr(target, "generic_getattr", target.getattr)
+            return lookup(tx, args[0].as_constant())
+        real = getattr(target, "obj", None)
+        if real is None or self.name not in _PURE_READS or kwargs or not _builtin_container(real):
+            if self.name == "__call__" and real is not None:
+                raise Unsupported(f"call to {callable_name(real)}, which Kiln does not model (it runs as Python)")
+            raise Unsupported(f"calling {self.describe()} on {target.describe()}")
+        try:
+            real_args = tuple(to_python(a, tx) for a in args)
+        except Unsupported:
+            raise Unsupported(f"{self.describe()} with arguments that are not constants")
+        result = self.raw(real, *real_args)
+        as_tuple = self.name in ("keys", "values", "items")
+        if as_tuple:
+            result = tuple(result)
+        src = None
+        if target.source is not None:
+            src = CallSource(id(self.raw), target.source, real_args, self.raw, as_tuple)
+        return tx.wrap(result, src)
+
+
+# C __setattr__ slots that store like object's (classes and Python modules: a plain dict store)
+GENERIC_SETATTRS = (object.__dict__["__setattr__"], type.__dict__["__setattr__"],
+                     types.ModuleType.__dict__["__setattr__"])
+
+
+def custom_setattr(tx, self_value, name, value) -> bool:
+    """Run the class's own ``__setattr__`` (traced) if it has one; False if it has none.
+
+    A ``__setattr__`` written in C other than ``object``'s (an extension type) is a store
+    Kiln cannot model: refused, so it becomes a graph break instead of being lost."""
+    owner, raw = lookup_class_attr(self_value.python_type(), "__setattr__")
+    if raw is None or raw in GENERIC_SETATTRS:
+        return False
+    if isinstance(raw, types.FunctionType):
+        bind_class_attr(tx, owner, raw, self_value, "__setattr__").call(tx, [const(name), value], {})
+        return True
+    raise Unsupported(f"setting attribute {name!r} of a {self_value.python_type().__name__} object "
+                      f"(its __setattr__ is not Python code)")
+
+
+def attribute_store_modelled(tx, self_value, cls, name, value) -> bool:
+    """Stores that a data descriptor on the class handles: a property's setter is traced;
+    a slot is an ordinary store (False); any other descriptor is refused."""
+    raw = lookup_class_attr(cls, name)[1]
+    if raw is None or not hasattr(type(raw), "__set__") or isinstance(raw, types.MemberDescriptorType):
+        return False
+    if isinstance(raw, property):
+        if raw.fset is None:
+            raise Unsupported(f"property {name!r} of {cls.__name__} has no setter")
+        tx.wrap(raw.fset, None).call(tx, [self_value, value], {})
+        return True
+    raise Unsupported(f"setting {name!r} of a {cls.__name__} object through a {type(raw).__name__}")
+
+
+def has_custom_getattribute(cls) -> bool:
+    return lookup_class_attr(cls, "__getattribute__")[1] not in (None, object.__dict__["__getattribute__"]) \
+        and not issubclass(cls, torch.nn.Module)
+
+
+def pending_write(tx, v, name):
+    """What the trace itself stored at ``v.name`` (None if nothing); a pending ``del``
+    reads as a missing attribute."""
+    pending = tx.state.side_effects.pending_attr(v.obj, name)
+    if pending is DELETED:
+        raise AttributeMissing(f"{v.describe()} has no attribute {name!r}")
+    return pending
+
+
+class _Deleted(Value):
+    """Marks a pending ``del obj.attr``."""
+
+    def describe(self):
+        return "<deleted>"
+
+
+DELETED = _Deleted()

@@ -1,0 +1,153 @@
+"""Objects created while tracing: instances of plain user classes (attributes held
+symbolically, rebuilt by the glue) and dataclasses / ModelOutputs (their constructor is
+re-run by the glue on the real values)."""
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import torch
+
+from ...exc import Unsupported
+from .attributes import attribute_store_modelled, bind_class_attr, custom_setattr, lookup_class_attr
+from .base import AttributeMissing, Value
+from .containers import BoundContainerMethod, DictValue
+from .functions import BoundMethodValue
+from .objects import DunderProtocol
+
+
+class NewObjectValue(DunderProtocol, Value):
+    """An instance of a plain user class created while tracing (attributes symbolic)."""
+
+    def __init__(self, cls: type):
+        self.cls = cls
+        self.attrs: dict[str, Value] = {}
+
+    def python_type(self):
+        return self.cls
+
+    def describe(self):
+        return f"new {self.cls.__name__} object"
+
+    def getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return tx.wrap(self.cls, None)
+        if name == "__dict__":
+            return DictValue(self.attrs)
+        owner, raw = lookup_class_attr(self.cls, name)
+        if raw is not None:
+            bound = bind_class_attr(tx, owner, raw, self, name)
+            if bound is not None:
+                return bound
+            return tx.wrap(getattr(self.cls, name), None)
+        raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
+
+    def setattr(self, tx, name, value):
+        if not custom_setattr(tx, self, name, value):
+            self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
+        if not attribute_store_modelled(tx, self, self.cls, name, value):
+            self.attrs[name] = value
+
+    def delattr(self, tx, name):
+        if name not in self.attrs:
+            raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
+        del self.attrs[name]
+
+    def call(self, tx, args, kwargs):
+        owner, raw = lookup_class_attr(self.cls, "__call__")
+        if raw is None:
+            raise Unsupported(f"{self.cls.__name__} object is not callable")
+        return bind_class_attr(tx, owner, raw, self, "__call__").call(tx, args, kwargs)
+
+    def truth(self, tx):
+        traced = self._traced_truth(tx)
+        if traced is None:
+            raise Unsupported(f"truth value of a {self.cls.__name__} object (a C __bool__/__len__)")
+        return traced
+
+    def contents(self):
+        return list(self.attrs.values())
+
+    def reconstruct(self, cg):
+        return cg.new_user_object(self)
+
+
+class ReplayedObjectValue(Value):
+    """A dataclass / ModelOutput built while tracing.
+
+    Its constructor ran for real on fake tensors (dataclass constructors only store
+    what they are given); the glue calls the same constructor again on the real
+    values.  Reads go through the fake-holding instance and map fakes back to graph
+    values.
+    """
+
+    def __init__(self, instance, cls, args: list, kwargs: dict):
+        self.instance = instance
+        self.cls = cls
+        self.args, self.kwargs = list(args), dict(kwargs)
+
+    def python_type(self):
+        return self.cls
+
+    def describe(self):
+        return f"new {self.cls.__name__}"
+
+    def contents(self):
+        return [*self.args, *self.kwargs.values()]
+
+    def _map(self, tx, real):
+        return tx.wrap_traced_object(real)
+
+    def getattr(self, tx, name):
+        owner, raw = lookup_class_attr(self.cls, name)
+        if isinstance(raw, types.FunctionType):
+            return BoundMethodValue(tx.wrap(raw, None), self)
+        if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            return BoundContainerMethod(self, name)
+        try:
+            return self._map(tx, getattr(self.instance, name))
+        except AttributeError:
+            raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        owner, raw = lookup_class_attr(self.cls, name)
+        if raw is not None and not isinstance(raw, types.FunctionType):
+            # a C method of the base class (e.g. OrderedDict.keys): run it on the instance
+            try:
+                real_args = [a.as_constant() for a in args]
+                real_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
+            except Unsupported:
+                raise Unsupported(f"{self.cls.__name__}.{name} with non-constant arguments")
+            return self._map(tx, getattr(self.instance, name)(*real_args, **real_kwargs))
+        return super().call_method(tx, name, args, kwargs)
+
+    def getitem(self, tx, key):
+        return self.call_method(tx, "__getitem__", [key], {})
+
+    def unpack(self, tx):
+        return self._map(tx, tuple(self.instance)).unpack(tx) if not isinstance(self.instance, dict) \
+            else self.call_method(tx, "keys", [], {}).unpack(tx)
+
+    def length(self, tx):
+        return len(self.instance)
+
+    def truth(self, tx):
+        return bool(self.instance)
+
+    def setattr(self, tx, name, value):
+        raise Unsupported(f"mutating a {self.cls.__name__} built inside the compiled region")
+
+    def setitem(self, tx, key, value):
+        raise Unsupported(f"mutating a {self.cls.__name__} built inside the compiled region")
+
+    def reconstruct(self, cg):
+        return cg.replayed_object(self)
+
+
+def is_replayable_class(cls) -> bool:
+    """Classes whose constructor only stores its arguments (dataclasses, namedtuples)."""
+    return dataclasses.is_dataclass(cls) and not issubclass(cls, torch.nn.Module)

@@ -1,0 +1,153 @@
+"""``nn.Module`` values: modules that existed before tracing (calls inline ``forward``,
+hooks are refused), and stateless ``torch.nn`` modules built in the frame.
+
+``CrossEntropyLoss(ignore_index=-100)`` built in a model's ``forward`` (as Hugging Face
+heads do) used to be a graph break.  A ``torch.nn`` module built from constant
+arguments that ends up owning no parameters, buffers or submodules is built once at
+trace time and its calls are inlined like any module's; see :class:`NewTorchModuleValue`
+for what keeps that sound.
+"""
+from __future__ import annotations
+
+import torch
+
+from ...exc import Unsupported
+from ..sources import param_source
+from .objects import ObjectValue
+from .tensor import TensorValue
+
+
+def has_hooks(mod: torch.nn.Module) -> bool:
+    """Whether calling ``mod`` runs hooks (its own or global): then it must be called as a
+    module, not by its compiled forward."""
+    g = torch.nn.modules.module
+    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
+                or getattr(mod, "_backward_pre_hooks", None) or g._global_forward_hooks
+                or g._global_forward_pre_hooks or g._global_backward_hooks or g._global_backward_pre_hooks)
+
+
+class ModuleValue(ObjectValue):
+    """An ``nn.Module`` instance; its calls inline ``forward`` (hooks are refused)."""
+
+    def describe(self):
+        where = self.source.describe() if self.source is not None else "?"
+        return f"{type(self.obj).__name__}({where})"
+
+    def getattr(self, tx, name):
+        if name in ("_buffers", "_parameters", "_modules"):
+            # buffer writes are recorded as attribute writes (Module.__setattr__ runs in the
+            # replay); reading the dict itself (named_buffers, state_dict) would miss them
+            d = self.obj.__dict__.get(name) or {}
+            if any(tx.state.side_effects.pending_attr(self.obj, k) is not None for k in d):
+                raise Unsupported(f"reading {name} of {self.describe()} after setting one of them")
+        return super().getattr(tx, name)
+
+    def _extra_attr(self, tx, name):
+        obj = self.obj
+        for kind in ("_parameters", "_buffers", "_modules"):
+            d = obj.__dict__.get(kind)
+            if d is not None and name in d:
+                src = param_source(self.source, kind, name) if self.source is not None else None
+                return tx.wrap(d[name], src)
+        return None
+
+    def call(self, tx, args, kwargs):
+        mod = self.obj
+        if (mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
+                or getattr(mod, "_forward_hooks_with_kwargs", None) or getattr(mod, "_backward_pre_hooks", None)):
+            raise Unsupported(f"{type(mod).__name__} has forward/backward hooks; Kiln does not inline module hooks yet")
+        g = torch.nn.modules.module
+        if (g._global_forward_hooks or g._global_forward_pre_hooks or g._global_backward_hooks
+                or g._global_backward_pre_hooks):
+            raise Unsupported("global nn.Module hooks are registered; Kiln does not inline module hooks yet")
+        guards = tx.state.guards
+        # one check per module (and one for the global registries), not one per hook dict:
+        # these run on every call
+        if self.source is not None:
+            guards.add("len", self.source, "not ({v}._forward_hooks or {v}._forward_pre_hooks or "
+                       "{v}._backward_hooks or {v}._backward_pre_hooks)", f"{self.source.describe()} has no hooks")
+        registry = guards.ns.ref(g)
+        guards.add("global_state", None, f"not ({registry}._global_forward_hooks or "
+                   f"{registry}._global_forward_pre_hooks or {registry}._global_backward_hooks or "
+                   f"{registry}._global_backward_pre_hooks)", "no global nn.Module hooks are registered")
+        forward = self.getattr(tx, "forward")
+        return forward.call(tx, args, kwargs)
+
+    def setattr(self, tx, name, value):
+        mod = self.obj
+        if name in mod.__dict__.get("_parameters", {}):
+            raise Unsupported(f"assigning to parameter {name!r} inside a compiled region")
+        if name in mod.__dict__.get("_buffers", {}) and isinstance(value, TensorValue):
+            tx.state.side_effects.store_attr(self, name, value)
+            return
+        super().setattr(tx, name, value)
+
+
+_IMMUTABLE_ATTRS = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
+
+
+class NewTorchModuleValue(ModuleValue):
+    """A stateless ``torch.nn`` module built in the frame, e.g. ``CrossEntropyLoss(ignore_index=-100)``.
+
+    Built at trace time from constant arguments (see ``builder.construct``); it owns no
+    parameters, buffers or submodules.  Calls inline its ``forward``; only immutable
+    attributes can be read and none written (a module being configured in the frame is
+    a graph break), so nothing done to the trace-time instance can be lost.  The glue
+    builds a fresh instance per call, from the same arguments, if the module escapes.
+    """
+
+    def __init__(self, obj, args: tuple, kwargs: dict):
+        super().__init__(obj, None)
+        self.args, self.kwargs = args, kwargs
+
+    def describe(self):
+        return f"new {type(self.obj).__name__} module"
+
+    def generic_getattr(self, tx, name):
+        value = self.obj.__dict__.get(name, _IMMUTABLE_ATTRS)
+        if value is not _IMMUTABLE_ATTRS and not _immutable(value):
+            raise Unsupported(f"reading {name!r} of a {self.describe()} built inside a compiled region")
+        return super().generic_getattr(tx, name)
+
+    def setattr(self, tx, name, value):
+        raise Unsupported(f"setting {name!r} of a {self.describe()} built inside a compiled region")
+
+    def generic_setattr(self, tx, name, value):
+        self.setattr(tx, name, value)
+
+    def delattr(self, tx, name):
+        raise Unsupported(f"deleting {name!r} of a {self.describe()} built inside a compiled region")
+
+    def reconstruct(self, cg):
+        cls = type(self.obj)
+        return cg.new_object(self, f"{cg.ref(cls)}(*{cg.ref(self.args)}, **{cg.ref(self.kwargs)})")
+
+
+def _immutable(value) -> bool:
+    if isinstance(value, tuple):
+        return all(_immutable(v) for v in value)
+    return type(value) in _IMMUTABLE_ATTRS
+
+
+def build_stateless_torch_module(cls, args: tuple, kwargs: dict):
+    """``cls(*args, **kwargs)`` for a ``torch.nn`` module class, or None if the result
+    would own state (parameters, buffers, submodules) or the class is not torch's own.
+
+    Built under the meta device, so a module that turns out to own parameters allocated
+    and initialised nothing (no random numbers drawn) before being refused.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)
+            and cls.__module__.startswith("torch.nn.modules.")) or "device" in kwargs:
+        return None
+    try:
+        with torch.device("meta"):
+            mod = cls(*args, **kwargs)
+    except Exception:
+        return None
+    d = mod.__dict__
+    if (d.get("_modules") or any(v is not None for v in d.get("_parameters", {}).values())
+            or any(v is not None for v in d.get("_buffers", {}).values())
+            or any(isinstance(v, torch.Tensor) or not _immutable(v)
+                   for k, v in d.items() if not k.startswith("_"))):
+        return None
+    return mod
