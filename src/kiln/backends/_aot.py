@@ -111,8 +111,9 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     re-raised as :class:`kiln.exc.BackendError` naming the backend, chained from the
     original so nothing is lost.
     """
+    # imported on first use: AOTAutograd takes ~1.4 s to import, paid only by its backends
     from torch._functorch import config as functorch_config
-    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.aot_autograd import aot_module_simplified  # (see above)
 
     def compile_flat(flat_gm, inputs):
         try:

@@ -33,6 +33,8 @@ from typing import Any, Sequence
 import torch
 import torch.fx
 
+from torch.fx.experimental.proxy_tensor import make_fx
+
 from kiln.exc import BackendError
 
 from ._aot import aot_compile, boxed
@@ -45,8 +47,6 @@ def functional_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
     Raises :class:`kiln.exc.BackendError` if the traced graph still mutates anything
     other than an input write-back, or still contains a view op.
     """
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     def run(*args):
         return torch.fx.Interpreter(gm).run(*args)
 

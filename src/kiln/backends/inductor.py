@@ -31,8 +31,9 @@ from ._aot import GradSpecialized, first_line
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
     """Compile ``gm`` with TorchInductor for the device its inputs are on."""
     try:
+        # imported on first use: inductor takes ~2 s to import, paid only by its users
         from torch._functorch import config as functorch_config
-        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.compile_fx import compile_fx  # (see above)
     except Exception as e:  # pragma: no cover - depends on the torch build
         raise BackendError(f"the inductor backend is not available in this PyTorch build: "
                            f"{type(e).__name__}: {first_line(e)}") from e
@@ -40,7 +41,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
     def compile_flat(flat_gm, inputs):
         # a private GraphModule over a copy of the graph; submodules/params are shared
         private = torch.fx.GraphModule(flat_gm, _copy_graph(flat_gm.graph))
-        from torch._inductor import config as inductor_config
+        from torch._inductor import config as inductor_config  # loaded by compile_fx above
         try:
             # fallback_random: random ops run eager's kernels on the global generator, so
             # the stream (dropout masks, later draws) is eager's; inductor's own RNG is not.

@@ -13,8 +13,15 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import nullcontext
 
-from . import driver, registry
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..cli import UsageError
+from . import driver, frontends as fe_mod, registry, report
+from .plot import plot
 from .results import DEVICES, FRONTENDS, RunOptions
 
 HELP = "benchmark the model suite (accuracy, speed, graphs, breaks), optionally side by side with torch.compile"
@@ -65,8 +72,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
     """Validate what argparse cannot; returns (models, frontends, options, devices)."""
-    from kiln.cli import UsageError
-
     if args.repeat < 1:
         raise UsageError(f"-n/--repeat must be at least 1, got {args.repeat}")
     if args.warmup < 0:
@@ -83,7 +88,6 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
         raise UsageError(f"no model matches (suite {args.suite!r}, -k {_split(args.pattern)}); "
                          f"known models: {', '.join(registry.names())}")
     frontends = list(FRONTENDS) if args.frontend == "both" else [args.frontend]
-    from . import frontends as fe_mod
     for name in frontends:
         known = fe_mod.get(name).known_backends()
         if args.backend not in known:
@@ -91,7 +95,6 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
                              f"known backends: {', '.join(known)}")
     devices = list(dict.fromkeys(args.devices or ["cpu"]))
     if "cuda" in devices:
-        import torch
         if not torch.cuda.is_available():
             raise UsageError("--devices cuda was given but torch.cuda.is_available() is False")
     both = not args.accuracy and not args.performance
@@ -102,10 +105,6 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
 
 
 def run(args) -> int:
-    from rich.console import Console
-
-    from . import report
-
     models, frontends, opts, devices = _check(args)
     out, err = Console(), Console(stderr=True)
     if not out.is_terminal:   # pipes and files: do not squeeze the table into 80 columns
@@ -131,7 +130,6 @@ def run(args) -> int:
         report.write_csv(rows, args.output)
         err.print(f"wrote {args.output}")
     if args.plot:
-        from .plot import plot
         plot(rows, args.plot, title=title)
         err.print(f"wrote {args.plot}")
     return 0
@@ -143,10 +141,6 @@ def _run_with_progress(jobs, args, err):
     The bar is drawn only on a terminal; otherwise (CI logs, pipes) each finished
     row is one plain line, so logs stay readable.
     """
-    from contextlib import nullcontext
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     rows = []
     start = time.perf_counter()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

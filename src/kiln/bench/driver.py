@@ -12,6 +12,7 @@ downloads: models are built from configs only.
 from __future__ import annotations
 
 import os
+import json
 import signal
 import subprocess
 import sys
@@ -74,8 +75,6 @@ def _last_line(text: str) -> str:
 
 def parse_output(stdout: str) -> tuple[str | None, dict | None]:
     """The last phase announced and the result payload, from a worker's stdout."""
-    import json
-
     phase, result = None, None
     for line in stdout.splitlines():
         if line.startswith(PHASE_TAG + " "):

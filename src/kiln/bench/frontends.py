@@ -15,8 +15,14 @@ row and shown in the row's backend column as ``aten->aot_eager``.
 from __future__ import annotations
 
 import importlib
-
 from collections import Counter
+
+import torch
+
+from .. import api
+from ..backends.registry import list_backends
+from ..exc import KilnError
+from ..metrics import metrics
 
 #: kiln backend name -> the torch backend that plays the same part
 TORCH_EQUIVALENT = {"aten": "aot_eager"}
@@ -38,25 +44,19 @@ class KilnFrontend:
         return backend
 
     def known_backends(self) -> list[str]:
-        import kiln
-        return kiln.backends.list()
+        return list_backends()
 
     def reset(self) -> None:
-        import kiln
-        from kiln.metrics import metrics
-        kiln.reset()
-        metrics.reset()   # in case reset() leaves the counters alone
+        api.reset()   # also zeroes kiln.metrics
 
     def compile(self, fn, backend: str):
-        import kiln
-        return kiln.compile(fn, backend=backend)
+        return api.compile(fn, backend=backend)
 
     def is_frontend_error(self, exc: BaseException) -> bool:
-        from kiln.exc import KilnError
         return isinstance(exc, KilnError)
 
     def stats(self) -> dict:
-        from kiln.metrics import metrics as m
+        m = metrics
         breaks = list(getattr(m, "breaks", []))
         return {
             "graphs": int(getattr(m, "graphs", 0)),
@@ -90,7 +90,6 @@ class TorchFrontend:
             clear()
 
     def compile(self, fn, backend: str):
-        import torch
         return torch.compile(fn, backend=self._torch_backend(backend))
 
     def is_frontend_error(self, exc: BaseException) -> bool:

@@ -36,6 +36,7 @@ def _builder(config_cls: str, model_cls: str, train_cls: str, **config_kwargs):
     """A ``build(training)`` that makes the config and the right model class."""
 
     def build(training: bool):
+        # optional dependency (the ``models`` extra), ~0.6 s to import: only when a model is built
         import transformers
 
         config = getattr(transformers, config_cls)(**config_kwargs)

@@ -21,9 +21,10 @@ COLORS = {"kiln": "#d95f02", "torch": "#1b9e77"}
 
 def plot(rows: list[Result], path: str, title: str = "kiln bench") -> str:
     """Write the chart to ``path`` (PNG) and return the path."""
+    # matplotlib is an optional dependency (the ``models`` extra), needed only for --plot
     import matplotlib
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # (see above)
 
     groups = group_rows(rows)
     frontends = list(dict.fromkeys(r.frontend for r in rows))

@@ -13,6 +13,8 @@ import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from rich.table import Table
+
 from .results import COLUMNS, PASS, SKIPPED, Result
 
 STATUS_STYLE = {"pass": "green", "skipped": "dim", "timeout": "yellow", "fail_accuracy": "magenta"}
@@ -89,8 +91,6 @@ def group_rows(rows: list[Result]):
 
 def build_table(rows: list[Result], title: str = "kiln bench"):
     """A rich Table: shared columns, then one block of columns per frontend."""
-    from rich.table import Table
-
     frontends = list(dict.fromkeys(r.frontend for r in rows))
     single = len(frontends) == 1
     table = Table(title=title, header_style="bold", show_lines=False)

@@ -20,6 +20,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .results import RunOptions
+from .runner import run_model
+
 PHASE_TAG = "KILN_BENCH_PHASE"
 RESULT_TAG = "KILN_BENCH_RESULT"
 
@@ -35,9 +38,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frontend", required=True, choices=("kiln", "torch"))
     parser.add_argument("--options", required=True, help="RunOptions as JSON")
     args = parser.parse_args(argv)
-
-    from .results import RunOptions
-    from .runner import run_model
 
     opts = RunOptions.from_json(args.options)
     result = run_model(args.model, args.frontend, opts, on_phase=lambda phase: _emit(PHASE_TAG, phase))

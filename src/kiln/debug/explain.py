@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .. import api, backends, cache
 from ..metrics import metrics
 
 
@@ -97,8 +98,6 @@ class _Recorder:
 
 def explain(fn, backend="eager"):
     """Returns a callable: call it with ``fn``'s arguments to get an ExplainReport."""
-    from .. import api, backends, cache
-
     def run(*args, **kwargs) -> ExplainReport:
         recorder = _Recorder(backends.lookup(backend))
         compiled = api.compile(fn, backend=recorder)

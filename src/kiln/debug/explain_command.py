@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 import runpy
 
+from ..cli import UsageError
+from .explain import explain
+
 HELP = "explain what Kiln captures for a function: graphs, graph breaks, guards"
 
 
@@ -20,8 +23,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..cli import UsageError
-    from .explain import explain
     path, sep, name = args.target.rpartition(":")
     if not sep or not path or not name:
         raise UsageError(f"expected SCRIPT.py:NAME, got {args.target!r}")
