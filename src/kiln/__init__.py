@@ -14,6 +14,7 @@ if _sys.version_info[:2] != (3, 11):  # pragma: no cover - checked on import
 
 from . import backends, testing  # noqa: E402
 from .api import compile, disable, graph_break, reset  # noqa: E402,A004
+from .markers import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: E402
 from .config import config  # noqa: E402
 from .debug.explain import explain  # noqa: E402
 from .exc import BackendError, KilnError, Unsupported  # noqa: E402
@@ -21,5 +22,6 @@ from .metrics import metrics  # noqa: E402
 
 __all__ = [
     "compile", "disable", "graph_break", "reset", "config", "backends", "testing", "explain",
+    "mark_dynamic", "maybe_mark_dynamic", "mark_static",
     "metrics", "Unsupported", "KilnError", "BackendError",
 ]

@@ -30,9 +30,10 @@ class Compiler:
     compiled frames of their own without capture importing this module.
     """
 
-    def __init__(self, backend, backend_name: str):
+    def __init__(self, backend, backend_name: str, dynamic: bool | None = None):
         self.backend = backend
         self.backend_name = backend_name
+        self.dynamic = dynamic
 
     def compile_function(self, fn) -> "CompiledFunction":
         """A continuation: a new function over generated code, compiled as its own frame."""
@@ -88,26 +89,31 @@ class CompiledFunction(CompiledFunctionBase):
         return list(self._kiln_cache.entries)
 
 
-def _validate(backend, fullgraph):
+def _validate(backend, fullgraph, dynamic):
     if not isinstance(fullgraph, bool):
         raise TypeError(f"kiln.compile: fullgraph must be a bool, got {type(fullgraph).__name__}")
+    if dynamic not in (None, True, False):
+        raise TypeError(f"kiln.compile: dynamic must be None, True or False, got {dynamic!r}")
     fn = _backends.lookup(backend)
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
     return fn, name
 
 
-def compile(fn=None, *, backend="eager", fullgraph=False, **options):  # noqa: A001 - mirrors torch.compile
+def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, **options):  # noqa: A001 - mirrors torch.compile
     """Compile ``fn`` (a function, method or ``nn.Module``) with Kiln.
 
     Usable as ``kiln.compile(f)``, ``@kiln.compile`` and ``@kiln.compile(backend=...)``.
+    ``dynamic``: None (default) compiles static first and makes sizes and int arguments
+    that change symbolic on recompiling; True makes every input dimension symbolic from
+    the start; False never introduces symbols.
     """
     if options:
         raise TypeError(f"kiln.compile() got unexpected option(s) {sorted(options)}; "
-                        f"supported: backend, fullgraph")
-    backend_fn, backend_name = _validate(backend, fullgraph)
+                        f"supported: backend, fullgraph, dynamic")
+    backend_fn, backend_name = _validate(backend, fullgraph, dynamic)
     if fn is None:
-        return lambda f: compile(f, backend=backend, fullgraph=fullgraph)
-    return _compile_callable(fn, Compiler(backend_fn, backend_name), fullgraph)
+        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    return _compile_callable(fn, Compiler(backend_fn, backend_name, dynamic), fullgraph)
 
 
 def _compile_callable(fn, compiler: Compiler, fullgraph):

@@ -13,6 +13,7 @@ import types
 import warnings
 
 from .capture.compile_frame import capture
+from .capture.dynamism import ShapePolicy
 from .config import config
 from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
 from .metrics import BreakRecord, metrics
@@ -27,6 +28,7 @@ class FrameCache:
         self.code = code
         self.compiler = compiler
         self.fullgraph = fullgraph
+        self.shapes = ShapePolicy(compiler.dynamic)   # which sizes are symbolic (dynamic=)
         self.entries: list = []
         self.eager_reason: str | None = None   # set when the frame must run eagerly
         self.warned_limit = False
@@ -68,7 +70,7 @@ class FrameCache:
                 reason = self.entries[-1].explain_guard(fn, *args, **kwargs)
                 print(f"[kiln] recompiling {self.code.co_name}: {reason}")
         try:
-            entry = capture(fn, args, kwargs, self.compiler, self.fullgraph)
+            entry = capture(fn, args, kwargs, self.compiler, self.fullgraph, self.shapes)
         except Unsupported as e:
             if self.fullgraph:
                 raise
@@ -127,7 +129,7 @@ def closure_key(fn) -> tuple:
 
 
 def cache_for(code, compiler, fullgraph, variant: tuple = ()) -> FrameCache:
-    base = (code, id(compiler.backend), fullgraph)
+    base = (code, id(compiler.backend), fullgraph, compiler.dynamic)
     key = base + (variant,)
     c = _CACHES.get(key)
     if c is None:

@@ -29,6 +29,8 @@ class Config:
     suppress_errors: bool = True
     #: print a warning when a frame falls back to eager (fullgraph=False)
     warn_on_fallback: bool = True
+    #: with dynamic=None, a size or int argument that changed between captures becomes symbolic
+    automatic_dynamic_shapes: bool = True
 
     def __setattr__(self, name, value):
         known = {f.name: f for f in fields(Config)}

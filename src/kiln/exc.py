@@ -41,6 +41,10 @@ class Unsupported(KilnError):
         return self
 
 
+class SpecializationError(KilnError):
+    """A dimension marked with ``kiln.mark_dynamic`` was made constant by the traced code."""
+
+
 class BackendError(KilnError):
     """A backend raised while compiling or running a captured graph."""
 

@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from torch._guards import TracingContext, tracing
 
 from kiln.exc import BackendError
 
@@ -74,7 +75,8 @@ def _plain(obj):
 
 def nontensor_guard(example_inputs: Sequence[Any], backend_name: str):
     """Return a checker for the non-tensor inputs baked in at compile time, or None."""
-    baked = [(i, v) for i, v in enumerate(example_inputs) if not isinstance(v, torch.Tensor)]
+    # SymInts are inputs of a graph with symbolic sizes (it takes any value): not baked in
+    baked = [(i, v) for i, v in enumerate(example_inputs) if not isinstance(v, (torch.Tensor, torch.SymInt))]
     if not baked:
         return None
 
@@ -196,6 +198,11 @@ class GradSpecialized:
         # parameters the graph reaches through get_attr / call_module are inputs to
         # AOTAutograd too (Kiln's own graphs pass them as placeholders, so this is empty)
         self._params = list(gm.parameters())
+        # a graph with symbolic sizes is compiled inside a tracing context holding its fake
+        # mode; later variants must be compiled from the same symbolic examples, not from
+        # one call's real (static) inputs
+        self._context = TracingContext.try_get()
+        self._examples = example_inputs
         self.variants: dict[Any, Callable] = {}
         self.variants[self._key(example_inputs)] = compile_flat(self._flat_gm, example_inputs)
 
@@ -216,8 +223,24 @@ class GradSpecialized:
         key = self._key(args)
         fn = self.variants.get(key)
         if fn is None:
-            fn = self.variants[key] = self._compile_flat(self._flat_gm, list(args))
+            fn = self.variants[key] = self._compile_variant(args)
         return self._rebuild(fn(*args))
+
+    def _compile_variant(self, args):
+        if self._context is None:
+            return self._compile_flat(self._flat_gm, list(args))
+        mode = self._context.fake_mode
+        examples = []
+        for example, arg in zip(self._examples, args):
+            if isinstance(example, torch.Tensor):
+                fake = mode.from_tensor(example)     # the symbolic fake made at capture
+                if fake.requires_grad != arg.requires_grad:
+                    with mode:
+                        fake = fake.detach().requires_grad_(arg.requires_grad)
+                example = fake
+            examples.append(example)
+        with tracing(self._context):
+            return self._compile_flat(self._flat_gm, examples)
 
     def __repr__(self) -> str:
         return f"<kiln {self.backend_name} compiled graph, {len(self.variants)} variant(s)>"

@@ -17,6 +17,7 @@ from ..exc import Unsupported
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
+from .values.symbolic import SymNodeValue
 from .values.tensor import TensorValue
 
 _LITERAL_TYPES = (int, str, bool, type(None), bytes)
@@ -43,6 +44,9 @@ class Codegen:
         return source.expr(self.ns)
 
     def constant_expr(self, value) -> str:
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) or \
+                isinstance(value, tuple) and any(isinstance(v, (torch.SymInt, torch.SymFloat)) for v in value):
+            raise Unsupported(f"internal: a symbolic size ({value}) would be baked into the glue as a constant")
         if type(value) in _LITERAL_TYPES:
             return repr(value)
         if type(value) is float and math.isfinite(value):
@@ -58,7 +62,8 @@ class Codegen:
         text = value.reconstruct(self)
         return text
 
-    def tensor_expr(self, v: TensorValue) -> str:
+    def tensor_expr(self, v) -> str:
+        """A TensorValue or SymNodeValue: its source if it is a graph input, else its output."""
         if v.node.op == "placeholder":
             return self.source_expr(v.source)
         idx = self._out_index.get(id(v))
@@ -151,12 +156,17 @@ class Codegen:
         # the owner of a storage: an output that is not a view (dtype reinterpretations,
         # ``x.view(torch.int32)``, are not views to autograd but share the storage)
         owners = {}
+        needed = [v if isinstance(v, TensorValue) else None for v in needed]
         for i, v in enumerate(needed):
+            if v is None:
+                continue
             key = storage(v.fake)
             if key is not None and not v.fake._is_view() and key not in owners:
                 owners[key] = i
         fixes = []
         for i, v in enumerate(needed):
+            if v is None:
+                continue
             fake = v.fake
             j = owners.get(storage(fake))
             if j is None or j == i:
@@ -166,6 +176,9 @@ class Codegen:
                 continue
             cast = "" if base.dtype == fake.dtype else f".view({self.ref(fake.dtype)})"
             layout = (tuple(fake.shape), fake.stride(), fake.storage_offset())
+            if any(isinstance(x, torch.SymInt) for part in layout for x in (part if isinstance(part, tuple) else (part,))):
+                raise Unsupported(f"output {i} is a view of output {j} with symbolic sizes; Kiln rebuilds such "
+                                  f"views only for static shapes")
             if not fake._is_view():
                 # a dtype reinterpretation of the whole base (not a view to autograd)
                 if not cast or layout != (tuple(base.shape), base.stride(), base.storage_offset()):
@@ -230,10 +243,11 @@ def _traced_setattr(obj_value) -> bool:
     return lookup_class_attr(type(obj), "__setattr__")[1] not in GENERIC_SETATTRS
 
 
-def collect_tensors(values: list) -> list[TensorValue]:
-    """Every non-placeholder TensorValue reachable from ``values`` (first-seen order)."""
+def collect_tensors(values: list) -> list:
+    """Every non-placeholder value the graph computes (tensors, symbolic sizes) reachable
+    from ``values`` (first-seen order): the graph's outputs."""
     seen: set[int] = set()
-    out: list[TensorValue] = []
+    out: list = []
     stack = list(reversed(values))
     visited: set[int] = set()
     while stack:
@@ -241,7 +255,7 @@ def collect_tensors(values: list) -> list[TensorValue]:
         if v is None or id(v) in visited:
             continue
         visited.add(id(v))
-        if isinstance(v, TensorValue):
+        if isinstance(v, (TensorValue, SymNodeValue)):
             if v.node.op != "placeholder" and id(v) not in seen:
                 seen.add(id(v))
                 out.append(v)

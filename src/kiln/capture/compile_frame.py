@@ -2,18 +2,22 @@
 entry (guard function + glue function) from generated source."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
 import time
 from dataclasses import dataclass, field
 
 import torch
+from torch._guards import TracingContext, tracing
+from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
 
 from ..backends.policy import compile_graph
 from ..config import config
-from ..exc import ArgumentError, Unsupported
+from ..exc import ArgumentError, SpecializationError, Unsupported
 from ..metrics import BreakRecord, metrics
 from .codegen import Codegen, collect_tensors, render_params
+from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
 from .interpreter import BreakHere, Tracer
@@ -61,7 +65,7 @@ def _bind_real(fn, args, kwargs) -> dict:
     return dict(bound.arguments)
 
 
-def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool) -> Entry:
+def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: ShapePolicy | None = None) -> Entry:
     """Trace ``fn(*args, **kwargs)`` symbolically and build a cache entry for it.
 
     If tracing hits something unsupported (and fullgraph is off), the trace is run
@@ -73,7 +77,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool) -> Entry
     real_locals = _bind_real(fn, args, kwargs)
     break_at, reason = None, None
     while True:
-        state, tracer = _new_trace(fn, real_locals, fullgraph, break_at)
+        state, tracer = _new_trace(fn, real_locals, fullgraph, break_at, shapes)
         grad_before = torch.is_grad_enabled()
         try:
             try:
@@ -114,9 +118,9 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool) -> Entry
     return entry
 
 
-def _new_trace(fn, real_locals, fullgraph, break_at):
+def _new_trace(fn, real_locals, fullgraph, break_at, shapes):
     code = fn.__code__
-    state = CaptureState(fn, fullgraph)
+    state = CaptureState(fn, fullgraph, shapes)
     state.real_locals = real_locals
     # defaults are bound from this function object; another one with the same code may differ
     for attr in ("__defaults__", "__kwdefaults__"):
@@ -139,6 +143,9 @@ def _new_trace(fn, real_locals, fullgraph, break_at):
 def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> Entry:
     code = fn.__code__
     builder = state.builder
+    _check_marked_dims(builder)
+    for sources, check, description in builder.shape_guards():
+        state.guards.shape(sources, check, description)
     outgoing = [result] if plan is None else plan.values()
     needed = collect_tensors([*outgoing, *state.side_effects.values()])
     out_index = {id(v): i for i, v in enumerate(needed)}
@@ -158,7 +165,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     op_count = builder.count_ops()
     if op_count or needed:
         gm = torch.fx.GraphModule(torch.nn.Module(), builder.graph, class_name=f"GraphModule_{name}")
-        compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer)
+        compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder)
         graph_ref = cg.ref(compiled)
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
         cg.lines.append(f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})")
@@ -196,6 +203,8 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     guard_source = guard_gen.source(f"___guard_{name}")
     explain_source = guard_gen.explain_source(f"___explain_{name}")
     namespace = dict(state.ns.values)
+    if builder.is_dynamic:
+        namespace.update(SYMPY_INTERP)   # names the rendered shape guards may call
     exec(compile(guard_source + "\n" + explain_source, f"<kiln guards {name}>", "exec"), namespace)
     exec(compile(glue_source, f"<kiln glue {name}>", "exec"), namespace)
     fns = [namespace[f"___guard_{name}"], namespace[f"___explain_{name}"], namespace[f"___glue_{name}"]]
@@ -208,14 +217,29 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
                  {"keepalive": state.keepalive, "break": plan})
 
 
-def _compile_graph(gm, example_inputs, compiler, name, tracer):
+def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     loc = tracer.location()[0] if tracer.current is not None else None
-    # the failure policy counts its own time in metrics.backend_seconds
-    out = compile_graph(gm, example_inputs, compiler.backend, backend_name=compiler.backend_name, graph_name=name,
-                        user_location=loc)
+    # a graph with symbolic sizes is compiled as torch.compile hands one over: the example
+    # inputs hold SymInts for int inputs, and the tracing context carries the fake mode, so
+    # AOTAutograd and inductor see the same symbols (real tensors map to their symbolic fakes)
+    context = tracing(TracingContext(builder.fake_mode)) if builder.is_dynamic else contextlib.nullcontext()
+    with context:
+        # the failure policy counts its own time in metrics.backend_seconds
+        out = compile_graph(gm, example_inputs, compiler.backend, backend_name=compiler.backend_name,
+                            graph_name=name, user_location=loc)
     if not callable(out):
         raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")
     return out
+
+
+def _check_marked_dims(builder) -> None:
+    """A dimension the user marked with ``kiln.mark_dynamic`` must stay symbolic."""
+    for what, dim, where in builder.specialised_marks():
+        at = f" at {where[0]}" + (f": {where[1].strip()}" if where[1] else "") if where else ""
+        raise SpecializationError(
+            f"dimension {dim} of {what} was marked dynamic (kiln.mark_dynamic) but the traced code made it "
+            f"a constant{at}; use kiln.maybe_mark_dynamic to allow that, or remove the code that depends on "
+            f"its exact value")
 
 
 def _log(name, gm, guard_source, glue_source):

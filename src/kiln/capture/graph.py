@@ -3,36 +3,190 @@
 Graph inputs are added lazily, the first time traced code touches a tensor that
 lives outside the frame.  Every op is run on fake tensors as it is recorded, so
 shapes, dtypes and ``requires_grad`` are known while tracing without touching data.
+
+Sizes can be symbolic: the fake mode owns a ``ShapeEnv`` (torch's symbolic-shape
+machinery).  An input tensor whose dimensions are marked dynamic gets a fake with
+``SymInt`` sizes, a Python int input marked dynamic becomes a ``SymInt`` placeholder,
+and ops propagate the symbols.  Whatever the trace decides about a symbol
+(``if n > 4``, a specialisation to a constant) is recorded by the ShapeEnv as a guard,
+which ``shape_guards`` renders for Kiln's guard function.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import operator
+import re
 from typing import Any
 
 import torch
 import torch.fx
+from torch._guards import GuardSource, Source as TorchSource
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     FakeTensor,
     FakeTensorMode,
 )
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 from torch.utils._pytree import tree_map
 
 from ..exc import Unsupported
+
+SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShapeSource(TorchSource):
+    """Names one symbolic graph input for the ShapeEnv: ``{s<index>}``, a placeholder that
+    ``GraphBuilder.shape_guards`` replaces with the input's expression in Kiln's guard
+    function.  (torch's ``Source`` is the interface the ShapeEnv reads names from.)"""
+
+    index: int
+
+    @property
+    def _name_template(self) -> str:
+        return f"{{s{self.index}}}"
+
+    @functools.cached_property
+    def guard_source(self) -> GuardSource:
+        return GuardSource.LOCAL
+
+
+@dataclasses.dataclass
+class SymbolicInput:
+    """A graph input with symbols in it: a tensor with dynamic dimensions, or a Python int."""
+    source: Any          # Kiln's source of the input
+    example: Any         # its fake tensor or SymInt
+    marked: tuple = ()   # dimensions the user marked dynamic (must stay symbolic)
 
 
 class GraphBuilder:
     def __init__(self):
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        # data-dependent sizes (nonzero, boolean masks, .item()) stay graph breaks: no unbacked symbols
+        self.shape_env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=self.shape_env)
         self.placeholders: list[tuple[torch.fx.Node, Any]] = []  # (node, source)
-        self.example_inputs: list[torch.Tensor] = []
+        self.example_inputs: list = []    # real tensors; SymInts for symbolic int inputs
+        self.symbolic_inputs: list[SymbolicInput] = []
         self._names: set[str] = set()
         self._first_output_node = None
+        self.guard_locations: list = []   # user location at which each ShapeEnv guard was added
+
+    @property
+    def is_dynamic(self) -> bool:
+        return bool(self.symbolic_inputs)
+
+    # -- symbolic sizes --------------------------------------------------------------
+    def note_guard_locations(self, location) -> None:
+        """Attribute the ShapeEnv guards added since the last call to ``location`` (the
+        user's ``(file:line, source line)`` being traced)."""
+        missing = len(self.shape_env.guards) - len(self.guard_locations)
+        if missing > 0:
+            self.guard_locations.extend([location] * missing)
+
+    def shape_guards(self) -> list[tuple[list, str, str]]:
+        """What the trace assumed about symbolic sizes, for Kiln's guard function: a list of
+        (sources of the inputs it reads, a Python check reading ``{v}``, ``{v1}``... for
+        them, a description).  Rendered by torch's ShapeEnv, including the range facts
+        (``2 <= x.size()[0]`` from the 0/1 specialisation) and symbolic strides."""
+        if not self.symbolic_inputs:
+            return []
+        examples = [s.example for s in self.symbolic_inputs]
+        names = [ShapeSource(i) for i in range(len(examples))]
+        python, verbose = self.shape_env.produce_guards_verbose(examples, names, source_ref=lambda src: src.name)
+        out = []
+        for check, text in zip(python.exprs, verbose.exprs):
+            order = list(dict.fromkeys(int(m) for m in re.findall(r"\{s(\d+)\}", check)))
+            if not order:
+                continue
+            slots = {f"{{s{k}}}": ("{v}" if j == 0 else f"{{v{j}}}") for j, k in enumerate(order)}
+            described = text.split("  # ", 1)[0]
+            for k in order:
+                described = described.replace(f"{{s{k}}}", self.symbolic_inputs[k].source.describe())
+            decided = self._user_lines(order)
+            if decided:
+                described += f" (assumed at {', '.join(decided)})"
+            check = re.sub(r"\{s\d+\}", lambda m: slots[m.group(0)], check)
+            out.append(([self.symbolic_inputs[k].source for k in order], check, described))
+        return out
+
+    def _user_lines(self, inputs: list) -> list:
+        """The user lines whose traced code made the ShapeEnv guard the symbols of these inputs."""
+        symbols = set()
+        for k in inputs:
+            example = self.symbolic_inputs[k].example
+            for size in (example.shape if isinstance(example, torch.Tensor) else [example]):
+                if isinstance(size, torch.SymInt):
+                    symbols |= size.node.expr.free_symbols
+        lines = []
+        for g, where in zip(self.shape_env.guards, self.guard_locations):
+            if where is not None and g.expr.free_symbols & symbols and where[0] not in lines:
+                lines.append(where[0])
+        return lines[:3]
+
+    def specialised_marks(self) -> list[tuple[str, int, object]]:
+        """Dimensions the user marked dynamic that the trace made constant anyway:
+        (input description, dimension, user location that forced it or None)."""
+        out = []
+        for inp in self.symbolic_inputs:
+            for dim in inp.marked:
+                size = inp.example.shape[dim]
+                if not isinstance(size, torch.SymInt):
+                    out.append((inp.source.describe(), dim, None))
+                    continue
+                symbol = getattr(size.node, "_expr", size.node.expr)   # as created, before replacements
+                if self.shape_env.simplify(symbol).is_number:
+                    out.append((inp.source.describe(), dim, self._location_fixing(symbol)))
+        return out
+
+    def _location_fixing(self, expr):
+        symbols = expr.free_symbols
+        for i, g in enumerate(self.shape_env.guards):
+            if g.expr.free_symbols & symbols and getattr(g.expr, "is_Relational", False) \
+                    and type(g.expr).__name__ == "Equality":
+                return self.guard_locations[i] if i < len(self.guard_locations) else None
+        return None
 
     # -- inputs ---------------------------------------------------------------------
-    def add_input(self, real: torch.Tensor, source, hint: str) -> tuple[torch.fx.Node, FakeTensor]:
+    def add_input(self, real: torch.Tensor, source, hint: str, dynamic_dims=(), marked=()) \
+            -> tuple[torch.fx.Node, FakeTensor]:
+        """A tensor input; ``dynamic_dims`` get symbolic sizes (0/1 still specialise)."""
+        node = self._placeholder(hint)
+        if dynamic_dims and real.dim():
+            sizes = [DimDynamic.DYNAMIC if i in dynamic_dims else DimDynamic.STATIC for i in range(real.dim())]
+            fake = self.fake_mode.from_tensor(
+                real, symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes),
+                source=ShapeSource(len(self.symbolic_inputs)))
+            for dim, (low, high) in (marked or {}).items():
+                size = fake.shape[dim]
+                if isinstance(size, torch.SymInt) and (low is not None or high is not None):
+                    self.shape_env.constrain_symbol_range(size.node.expr, compiler_min=low, compiler_max=high)
+            if any(isinstance(s, torch.SymInt) for s in fake.shape):
+                self.symbolic_inputs.append(SymbolicInput(source, fake, tuple(marked or ())))
+        else:
+            fake = self.fake_mode.from_tensor(real, static_shapes=True)
+        node.meta["example_value"] = fake
+        self.placeholders.append((node, source))
+        self.example_inputs.append(real)
+        return node, fake
+
+    def add_symint_input(self, value: int, source, hint: str) -> tuple[torch.fx.Node, torch.SymInt]:
+        """A Python int input that is symbolic: a ``SymInt`` placeholder (the glue passes the int)."""
+        node = self._placeholder(hint)
+        shape_source = ShapeSource(len(self.symbolic_inputs))
+        env = self.shape_env
+        sym = env.create_symintnode(env.create_symbol(value, shape_source, positive=None), hint=value,
+                                    source=shape_source)
+        node.meta["example_value"] = sym
+        if isinstance(sym, torch.SymInt):
+            self.symbolic_inputs.append(SymbolicInput(source, sym))
+        self.placeholders.append((node, source))
+        self.example_inputs.append(sym)
+        return node, sym
+
+    def _placeholder(self, hint: str) -> torch.fx.Node:
         name = self._unique(_sanitize(hint))
         # placeholders go before every other node
         if self.placeholders:
@@ -45,11 +199,7 @@ class GraphBuilder:
                     node = self.graph.placeholder(name)
             else:
                 node = self.graph.placeholder(name)
-        fake = self.fake_mode.from_tensor(real, static_shapes=True)
-        node.meta["example_value"] = fake
-        self.placeholders.append((node, source))
-        self.example_inputs.append(real)
-        return node, fake
+        return node
 
     def _unique(self, base: str) -> str:
         name, i = base, 1
@@ -118,6 +268,8 @@ def _target_name(target) -> str:
 
 
 def contains_fake(x) -> bool:
+    """Whether an op's result holds anything the graph must compute: a fake tensor, or a
+    symbolic int/float/bool (a size that varies between calls)."""
     found = []
-    tree_map(lambda v: found.append(1) if isinstance(v, FakeTensor) else None, x)
+    tree_map(lambda v: found.append(1) if isinstance(v, (FakeTensor, *SYMBOLIC_TYPES)) else None, x)
     return bool(found)

@@ -30,6 +30,7 @@ class FrameCompiler(Protocol):
 
     backend: Callable
     backend_name: str
+    dynamic: bool | None   # kiln.compile's dynamic=: the policy of every frame compiled with it
 
     def compile_function(self, fn: types.FunctionType) -> Callable:
         """``fn`` wrapped so that its calls are captured and cached."""

@@ -14,7 +14,8 @@ import torch
 from .sources import Namespace, Source
 
 # Order in which guard kinds are emitted: cheap identity/type checks first.
-_KIND_ORDER = {"global_state": 0, "id": 1, "type": 2, "const": 3, "len": 4, "keys": 5, "tensor": 6, "alias": 7}
+_KIND_ORDER = {"global_state": 0, "id": 1, "type": 2, "const": 3, "len": 4, "keys": 5, "tensor": 6, "shape": 7,
+               "alias": 8}
 
 
 @dataclass
@@ -81,18 +82,29 @@ class GuardSet:
         else:
             self.add("keys", source, f"list({{v}}) == {self.ns.ref(keys)}", f"{source.describe()} has the same keys")
 
-    def tensor(self, source: Source, t: torch.Tensor):
+    def tensor(self, source: Source, t: torch.Tensor, fake=None):
+        """Type, dtype, device, requires_grad, and every size and stride that is static in
+        ``fake`` (all of them unless the capture made some symbolic: those are checked by
+        the shape guards, ``GraphBuilder.shape_guards``)."""
         parts = [f"type({{v}}) is {self.ns.ref(type(t))}",
                  f"{{v}}.dtype is {self.ns.ref(t.dtype)}",
                  f"{{v}}.device == {self.ns.ref(t.device)}",
-                 f"{{v}}.requires_grad is {t.requires_grad}",
-                 f"{{v}}.shape == {tuple(t.shape)!r}"]
-        if t.layout == torch.strided:
-            parts.append(f"{{v}}.stride() == {tuple(t.stride())!r}")
+                 f"{{v}}.requires_grad is {t.requires_grad}"]
+        sizes = tuple(fake.shape) if fake is not None else tuple(t.shape)
+        strides = (tuple(fake.stride()) if fake is not None else tuple(t.stride())) if t.layout == torch.strided else None
+        parts.append(_static_entries("{v}.shape", sizes))
+        if strides is not None:
+            parts.append(_static_entries("{v}.stride()", strides))
+        shown = lambda xs: "(" + ", ".join(str(x) for x in xs) + ("," if len(xs) == 1 else "") + ")"  # noqa: E731
         desc = (f"{source.describe()} is a {type(t).__name__} of dtype {t.dtype}, device {t.device}, "
-                f"shape {tuple(t.shape)}, stride {tuple(t.stride()) if t.layout == torch.strided else '-'}, "
+                f"shape {shown(sizes)}, stride {shown(strides) if strides is not None else '-'}, "
                 f"requires_grad={t.requires_grad}")
         self.add("tensor", source, " and ".join(parts), desc)
+
+    def shape(self, sources: list, check: str, description: str):
+        """A guard the ShapeEnv recorded on symbolic sizes; ``check`` reads ``{v}``, ``{v1}``...
+        for ``sources`` in order."""
+        self.add("shape", sources[0], check, description, uses=tuple(sources[1:]))
 
     def same_object(self, source: Source, other: Source):
         self.add("alias", source, "{v} is {v1}", f"{source.describe()} is {other.describe()}", uses=(other,))
@@ -113,6 +125,16 @@ class GuardSet:
             state = autocast_state()
             self.add("global_state", None, f"{self.ns.ref(autocast_state)}() == {state!r}",
                      f"autocast state is {state}")
+
+
+def _static_entries(expr: str, values: tuple) -> str:
+    """``expr == values``, checking only the entries that are plain ints (symbolic ones are
+    left to the shape guards)."""
+    if all(type(v) is int for v in values):
+        return f"{expr} == {values!r}"
+    checks = [f"len({expr}) == {len(values)}"]
+    checks += [f"{expr}[{i}] == {v}" for i, v in enumerate(values) if type(v) is int]
+    return " and ".join(checks)
 
 
 def autocast_state() -> tuple:

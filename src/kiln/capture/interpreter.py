@@ -107,6 +107,8 @@ class Tracer:
             raise Unsupported(f"bytecode {ins.opname} is not supported yet")
         try:
             handler(self, ins)
+            if self.state.builder.symbolic_inputs:
+                self.state.builder.note_guard_locations(self.location())
         except TracedException as e:
             if not self._route_exception(ins, e):
                 raise

@@ -9,6 +9,7 @@ from .values.base import ConstantValue, Value, const, raise_python
 from .values.containers import DictValue, ListValue, SequenceValue, SetValue, TupleValue
 from .values.new_objects import NewObjectValue
 from .values.objects import ObjectValue
+from .values.symbolic import SymNodeValue
 from .values.tensor import TensorValue, graph_call
 
 BINARY_OPS = {
@@ -43,12 +44,35 @@ def _fold(fn, *values):
         raise_python(type(e), *e.args)
 
 
+def _numeric(v: Value) -> bool:
+    return isinstance(v, SymNodeValue) or isinstance(v, ConstantValue) and type(v.peek()) in (int, float, bool)
+
+
+def _symbolic(tx, fn, *operands):
+    """An operator on a symbolic size: a graph op when every operand is a number (the
+    result stays symbolic); else the sizes are specialised to their values (Python needs
+    them, ``[0] * n``) and the caller carries on with constants.  Returns (result or
+    None, operands)."""
+    if not any(isinstance(v, SymNodeValue) for v in operands):
+        return None, operands
+    if all(_numeric(v) for v in operands):
+        return graph_call(tx, "call_function", fn, list(operands), {}), operands
+    return None, tuple(const(v.as_constant()) if isinstance(v, SymNodeValue) else v for v in operands)
+
+
 def binary(tx, fn, a: Value, b: Value) -> Value:
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return graph_call(tx, "call_function", fn, [a, b], {})
+    result, (a, b) = _symbolic(tx, fn, a, b)
+    if result is not None:
+        return result
     if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
         lazy = _lazy_arithmetic(fn, a, b)
         return lazy if lazy is not None else _fold(fn, a, b)
+    if isinstance(a, SequenceValue) or isinstance(b, SequenceValue):
+        # a constant tuple or list next to a symbolic one (``(-1,) + shape[1:]``, ``() + (t,)``):
+        # the same sequence, item by item
+        a, b = _as_sequence(a), _as_sequence(b)
     structural = _sequence_op(tx, fn, a, b)
     if structural is not None:
         return structural
@@ -113,6 +137,13 @@ def inplace(tx, fn, a: Value, b: Value) -> Value:
     return result
 
 
+def _as_sequence(v: Value) -> Value:
+    if isinstance(v, ConstantValue) and type(v.peek()) in (tuple, list):
+        items = [const(x) for x in v.value]
+        return TupleValue(items) if type(v.value) is tuple else ListValue(items)
+    return v
+
+
 def _sequence_op(tx, fn, a, b):
     if fn is operator.add and isinstance(a, SequenceValue) and isinstance(b, SequenceValue):
         if type(a.python_type()) is not type(b.python_type()) and not (
@@ -167,6 +198,9 @@ def compare(tx, fn, a: Value, b: Value) -> Value:
         if isinstance(a, TensorValue) and isinstance(b, ConstantValue) and b.value is None:
             return const(fn is operator.ne)
         return graph_call(tx, "call_function", fn, [a, b], {})
+    result, (a, b) = _symbolic(tx, fn, a, b)
+    if result is not None:
+        return result
     if fn in (operator.eq, operator.ne):
         if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
             return _fold(fn, a, b)
@@ -248,6 +282,9 @@ def contains(tx, container: Value, item: Value) -> bool:
 def unary(tx, fn, a: Value) -> Value:
     if isinstance(a, TensorValue):
         return graph_call(tx, "call_function", fn, [a], {})
+    result, (a,) = _symbolic(tx, fn, a)
+    if result is not None:
+        return result
     if a.is_constant():
         return _fold(fn, a)
     user = _user_dunder(tx, fn, a, None) if fn is operator.neg else None

@@ -8,6 +8,7 @@ from ..exc import Unsupported
 from .graph import GraphBuilder
 from .guards import GuardSet
 from .side_effects import SideEffects
+from .dynamism import ShapePolicy
 from .sources import Namespace
 from .values.callables import torch_special_functions
 from .values.functions import CellValue
@@ -17,9 +18,10 @@ INSTRUCTION_LIMIT = 2_000_000
 
 
 class CaptureState:
-    def __init__(self, fn, fullgraph: bool):
+    def __init__(self, fn, fullgraph: bool, shapes: ShapePolicy | None = None):
         self.fn = fn
         self.fullgraph = fullgraph
+        self.shapes = shapes if shapes is not None else ShapePolicy(False)
         self.ns = Namespace()
         self.guards = GuardSet(self.ns)
         self.builder = GraphBuilder()

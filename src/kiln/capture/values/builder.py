@@ -16,7 +16,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from ...exc import Unsupported
-from ..sources import AttrSource, ConstSource, DictValuesSource, ItemSource
+from ..graph import SYMBOLIC_TYPES
+from ..sources import AttrSource, ConstSource, DictValuesSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
@@ -25,8 +26,10 @@ from .contexts import wrap_grad_mode_exit
 from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, PartialValue, UserFunctionValue
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
-from .nn_modules import ModuleValue, NewTorchModuleValue, build_stateless_torch_module
+from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
+                         is_module_container)
 from .objects import ClassValue, ObjectValue, PythonModuleValue, is_plain_class
+from .symbolic import SymNodeValue, size_value
 from .tensor import TensorMethodValue, TensorValue
 
 _LITERALS = (int, float, bool, str, bytes, complex, type(None))
@@ -55,6 +58,13 @@ def wrap(tx, obj, source) -> Value:
     if isinstance(obj, torch.Tensor):
         return _wrap_tensor(tx, obj, source)
     t = type(obj)
+    if t is int and obj not in (0, 1) and isinstance(source, LocalSource) \
+            and state.shapes.int_is_dynamic(source.describe(), obj):
+        guards.type_is(source, obj)
+        node, sym = state.builder.add_symint_input(obj, source, source.describe())
+        v = SymNodeValue(node, sym)
+        v.source = source
+        return v
     if t in _LITERALS:
         if guards is not None:
             return ConstantValue(obj, source, pending_guard=lambda: guards.constant(source, obj))
@@ -159,11 +169,14 @@ def _wrap_tensor(tx, obj: torch.Tensor, source) -> Value:
         raise Unsupported("a fake tensor leaked into a real value (internal error)")
     if obj.is_sparse or obj.layout != torch.strided:
         raise Unsupported(f"tensors with layout {obj.layout} are not supported")
+    dims, marked, guarded = set(), {}, source is not None
     if source is None:
         source = ConstSource(id(obj), obj)
     else:
-        state.guards.tensor(source, obj)
-    node, fake = state.builder.add_input(obj, source, source.describe())
+        dims, marked = state.shapes.tensor_dims(source.describe(), obj)
+    node, fake = state.builder.add_input(obj, source, source.describe(), dims, marked)
+    if guarded:
+        state.guards.tensor(source, obj, fake)
     v = TensorValue(node, fake, source)
     v.cls = type(obj)
     state.remember(obj, v)
@@ -225,10 +238,17 @@ def wrap_fake_result(tx, node, result) -> Value:
         v.cls = torch.Tensor
         state.fake_values[id(result)] = v
         return v
+    if isinstance(result, SYMBOLIC_TYPES):
+        if node is None:
+            raise Unsupported("internal: symbolic result without a graph node")
+        return SymNodeValue(node, result)
+    if isinstance(result, torch.Size) and any(isinstance(d, torch.SymInt) for d in result):
+        return size_value([SymNodeValue(state.builder.getitem(node, i, d), d) if isinstance(d, torch.SymInt)
+                           else const(d) for i, d in enumerate(result)])
     if isinstance(result, (tuple, list)) and not isinstance(result, torch.Size):
         items = []
         for i, r in enumerate(result):
-            if isinstance(r, FakeTensor) and id(r) not in state.fake_values:
+            if isinstance(r, (FakeTensor, *SYMBOLIC_TYPES)) and id(r) not in state.fake_values:
                 items.append(wrap_fake_result(tx, state.builder.getitem(node, i, r), r))
             elif isinstance(r, (tuple, list)) and not isinstance(r, torch.Size) and node is not None:
                 items.append(wrap_fake_result(tx, state.builder.getitem(node, i, r), r))
@@ -339,6 +359,20 @@ def _construct_dict(tx, cls, args: list, kwargs: dict) -> Value:
     return d
 
 
+def _container_modules(tx, cls, args: list):
+    """The modules of ``ModuleList(modules)`` / ``Sequential(*modules)`` /
+    ``Sequential(OrderedDict(...))`` when they all exist already, else None."""
+    if issubclass(cls, torch.nn.ModuleList):
+        items = args[0].unpack(tx) if len(args) == 1 else [] if not args else None
+    elif len(args) == 1 and isinstance(args[0], DictValue):
+        items = list(args[0].items.values())
+    else:
+        items = list(args)
+    if items is None or not all(isinstance(i, (ModuleValue, NewModuleListValue)) for i in items):
+        return None
+    return items
+
+
 def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
     """``cls(*args, **kwargs)`` for a class read while tracing."""
     cls = cls_value.obj
@@ -392,6 +426,10 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
         else:
             wrap(tx, init, None).call(tx, [obj, *args], kwargs)
         return obj
+    if is_module_container(cls) and not kwargs:
+        items = _container_modules(tx, cls, args)
+        if items is not None:
+            return NewModuleListValue(cls, items)
     if isinstance(cls, type) and issubclass(cls, torch.nn.Module) \
             and all(isinstance(a, ConstantValue) for a in [*args, *kwargs.values()]):
         # a stateless torch.nn module from constant arguments (loss functions, activations)

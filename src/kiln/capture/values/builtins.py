@@ -73,6 +73,8 @@ def _iter_items(tx, v: Value) -> list:
 
 
 def _len(tx, args, kwargs):
+    if isinstance(args[0], TensorValue) and args[0].fake.ndim:
+        return args[0].dim_size(tx, 0)   # stays symbolic when the size is
     return const(args[0].length(tx))
 
 

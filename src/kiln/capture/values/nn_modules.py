@@ -13,6 +13,8 @@ import torch
 
 from ...exc import Unsupported
 from ..sources import param_source
+from .base import Value, const, raise_python
+from .containers import BoundContainerMethod, IteratorValue
 from .objects import ObjectValue
 from .tensor import TensorValue
 
@@ -151,3 +153,78 @@ def build_stateless_torch_module(cls, args: tuple, kwargs: dict):
                    for k, v in d.items() if not k.startswith("_"))):
         return None
     return mod
+
+
+class NewModuleListValue(Value):
+    """An ``nn.ModuleList`` / ``nn.Sequential`` built in the frame from modules that exist
+    (``self.layers[:n]``: ModuleList slicing builds a new container of the same modules).
+
+    Its items are the existing modules' values: iterating, indexing, ``len`` and calling
+    (Sequential) inline them as usual.  Nothing can be stored on it.  If it escapes, the
+    glue builds a new container of the same modules, as eager does on every call.
+    """
+
+    def __init__(self, cls: type, items: list):
+        self.cls = cls
+        self.items = list(items)
+
+    def python_type(self):
+        return self.cls
+
+    def describe(self):
+        return f"new {self.cls.__name__} of {len(self.items)} modules"
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def length(self, tx):
+        return len(self.items)
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def contents(self):
+        return list(self.items)
+
+    def getitem(self, tx, key):
+        k = key.as_constant()
+        if isinstance(k, slice):
+            return NewModuleListValue(self.cls, self.items[k])
+        if not isinstance(k, int):
+            raise Unsupported(f"{self.cls.__name__} indices must be integers or slices, got {type(k).__name__}")
+        try:
+            return self.items[k]
+        except IndexError:
+            raise_python(IndexError, f"index {k} is out of range")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__len__":
+            return const(len(self.items))
+        if name == "__iter__":
+            return IteratorValue(list(self.items))
+        return super().call_method(tx, name, args, kwargs)
+
+    def call(self, tx, args, kwargs):
+        if not issubclass(self.cls, torch.nn.Sequential) or len(args) != 1 or kwargs:
+            raise Unsupported(f"calling a {self.describe()}")
+        out = args[0]
+        for mod in self.items:
+            out = mod.call(tx, [out], {})
+        return out
+
+    def getattr(self, tx, name):
+        if name in ("__getitem__", "__len__", "__iter__"):
+            return BoundContainerMethod(self, name)
+        raise Unsupported(f"attribute {name!r} of a {self.describe()} built inside a compiled region")
+
+    def reconstruct(self, cg):
+        items = ", ".join(cg.expr(i) for i in self.items)
+        return cg.new_object(self, f"{cg.ref(self.cls)}([{items}])")
+
+
+def is_module_container(cls) -> bool:
+    """ModuleList and Sequential (and subclasses that keep their constructor)."""
+    return isinstance(cls, type) and any(issubclass(cls, c) and cls.__init__ is c.__init__
+                                         for c in (torch.nn.ModuleList, torch.nn.Sequential))

@@ -12,10 +12,11 @@ import operator
 import torch
 
 from ...exc import Unsupported
-from ..graph import contains_fake
+from ..graph import SYMBOLIC_TYPES, contains_fake
 from ..sources import AsTensorSource, AttrSource
 from .base import AttributeMissing, ConstantValue, Value, const
 from .containers import DictValue, ListValue, SliceValue, TupleValue
+from .symbolic import SymNodeValue, size_value
 
 # Methods whose answer is metadata only: evaluated on the fake, returned as constants.
 METADATA_METHODS = frozenset({
@@ -61,7 +62,13 @@ class TensorValue(Value):
     def getattr(self, tx, name):
         fake = self.fake
         if name in METADATA_ATTRS:
-            return const(getattr(fake, name))
+            value = getattr(fake, name)
+            if name == "shape":
+                return self.shape_value(tx)
+            if _is_symbolic(value):
+                # a size-derived attribute (nbytes): computed by the graph on the real tensor
+                return graph_call(tx, "call_function", getattr, [self, const(name)], {})
+            return const(value)
         if name == "T":
             return graph_call(tx, "call_method", "permute", [self, *[const(d) for d in reversed(range(fake.ndim))]], {})
         if name == "mT":
@@ -96,7 +103,21 @@ class TensorValue(Value):
     def length(self, tx):
         if self.fake.ndim == 0:
             raise Unsupported("len() of a 0-d tensor")
-        return self.fake.shape[0]
+        return int(self.fake.shape[0])   # a Python int: specialises a symbolic size
+
+    # -- sizes ----------------------------------------------------------------------
+    def dim_size(self, tx, dim: int) -> Value:
+        """``self.size(dim)``: a constant, or a SymNodeValue when the size is symbolic."""
+        size = self.fake.shape[dim]
+        if isinstance(size, torch.SymInt):
+            return graph_call(tx, "call_method", "size", [self, const(dim)], {})
+        return const(size)
+
+    def shape_value(self, tx) -> Value:
+        """``self.shape`` / ``self.size()``: a torch.Size constant when every size is static."""
+        if not _is_symbolic(self.fake.shape):
+            return const(self.fake.shape)
+        return size_value([self.dim_size(tx, i) for i in range(self.fake.ndim)])
 
     def unpack(self, tx):
         if self.fake.ndim == 0:
@@ -137,13 +158,19 @@ class TensorMethodValue(Value):
         name, t = self.name, self.tensor
         if name in METADATA_METHODS:
             try:
-                value = getattr(t.fake, name)(*[a.as_constant() for a in args],
-                                              **{k: v.as_constant() for k, v in kwargs.items()})
+                real_args = [a.as_constant() for a in args]
+                real_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
+                value = getattr(t.fake, name)(*real_args, **real_kwargs)
             except Unsupported:
                 raise
             except Exception as e:
                 raise Unsupported(f"Tensor.{name}(...) failed at trace time: {e}") from e
-            return const(value)
+            if not _is_symbolic(value):
+                return const(value)
+            if name == "size":
+                return t.dim_size(tx, real_args[0]) if real_args else t.shape_value(tx)
+            # numel(), stride(), is_contiguous()... of a tensor with symbolic sizes: in the graph
+            return graph_call(tx, "call_method", name, [t, *args], kwargs)
         if name in DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
         if name in UNSUPPORTED_METHODS:
@@ -177,7 +204,9 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     """
     state = tx.state
     if target in _SCALAR_FRIENDLY and any(isinstance(a, TensorValue) for a in args):
-        args = [_scalar_input(tx, a) for a in args]
+        floating = any(isinstance(a, TensorValue) and (a.fake.is_floating_point() or a.fake.is_complex())
+                       for a in args)
+        args = [_scalar_input(tx, a, floating) for a in args]
     node_args, fake_args = zip(*[_lower(tx, a) for a in args]) if args else ((), ())
     node_kwargs, fake_kwargs = {}, {}
     for k, v in kwargs.items():
@@ -201,16 +230,24 @@ _SCALAR_FRIENDLY = frozenset({
 })
 
 
-def _scalar_input(tx, v: Value) -> Value:
+def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
     """A number that is not specialised yet (a loop index or an ``item()`` carried into a
     continuation) enters the graph as a 0-d tensor input instead of being baked in, so a
-    new value is not a recompile."""
+    new value is not a recompile.
+
+    Its dtype keeps eager's type promotion: a 0-d tensor does not promote a tensor of its
+    own category (int64 for an int, float64 for a float next to a floating tensor), and a
+    float next to an integer tensor gives the default dtype, as a Python float does
+    (float64 there would give float64 results)."""
     if not (isinstance(v, ConstantValue) and v.is_lazy() and v.source is not None):
         return v
     value = v.peek()
     if type(value) not in (int, float):
         return v
-    dtype = torch.int64 if type(value) is int else torch.float64
+    if type(value) is int:
+        dtype = torch.int64
+    else:
+        dtype = torch.float64 if floating_operand else torch.get_default_dtype()
     state = tx.state
     state.guards.add("type", v.source, f"type({{v}}) is {state.ns.ref(type(value))}",
                      f"{v.source.describe()} is a {type(value).__name__}")
@@ -224,9 +261,15 @@ def _scalar_input(tx, v: Value) -> Value:
     return out
 
 
+def _is_symbolic(value) -> bool:
+    if isinstance(value, SYMBOLIC_TYPES):
+        return True
+    return isinstance(value, tuple) and any(isinstance(v, SYMBOLIC_TYPES) for v in value)
+
+
 def _lower(tx, v: Value):
     """A Value as (what the fx node gets, what the fake computation gets)."""
-    if isinstance(v, TensorValue):
+    if isinstance(v, (TensorValue, SymNodeValue)):
         return v.node, v.fake
     if isinstance(v, ConstantValue):
         return v.value, v.value

@@ -1,0 +1,77 @@
+"""Which input sizes and Python ints a capture makes symbolic: ``kiln.compile(dynamic=)``.
+
+One ShapePolicy belongs to each compiled frame's cache and outlives its captures:
+
+* ``dynamic=False``: nothing is symbolic; every new size is a new entry.
+* ``dynamic=True``: every dimension of every input tensor is symbolic from the first
+  capture (sizes 0 and 1 still specialise, as broadcasting depends on them).
+* ``dynamic=None`` (automatic, the default): the first capture is static.  The policy
+  remembers the sizes (and int values) each input had when it was captured; when a
+  later capture sees an input whose dimension (or int) differs from what it remembered,
+  exactly that dimension (or int) is symbolic from then on.  So a size that keeps
+  changing costs one more entry, not one per value.
+
+Parameters and buffers of modules stay static in every mode (their sizes do not vary,
+and keeping them static keeps their guards cheap).  ``kiln.mark_dynamic`` /
+``maybe_mark_dynamic`` / ``mark_static`` on a tensor (``markers.py``) override the
+policy for its dimensions; a dimension marked with ``mark_dynamic`` that the trace
+specialises anyway is an error naming the user line that forced it.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..config import config
+from ..markers import dynamic_marks
+
+
+class ShapePolicy:
+    def __init__(self, mode: bool | None = None):
+        if mode not in (None, True, False):
+            raise TypeError(f"dynamic must be None, True or False, got {mode!r}")
+        self.mode = mode
+        self._sizes: dict[str, tuple] = {}        # input -> sizes when it was last captured
+        self._dynamic_dims: dict[str, set] = {}   # input -> dimensions found to vary
+        self._ints: dict[str, int] = {}
+        self._dynamic_ints: set[str] = set()
+
+    @property
+    def automatic(self) -> bool:
+        return self.mode is None and config.automatic_dynamic_shapes
+
+    def tensor_dims(self, key: str, t: torch.Tensor) -> tuple[set, dict]:
+        """(dimensions to make symbolic, dimensions the user required to be symbolic ->
+        their (min, max))."""
+        shape = tuple(t.shape)
+        marked, maybe, static = dynamic_marks(t)
+        if self.mode is False or isinstance(t, torch.nn.Parameter) or isinstance(t, torch.nn.parameter.Buffer):
+            dims: set = set()
+        elif self.mode is True:
+            dims = set(range(len(shape)))
+        else:
+            dims = set(self._dynamic_dims.get(key, ()))
+            seen = self._sizes.get(key)
+            if self.automatic and seen is not None and len(seen) == len(shape):
+                changed = {i for i, (a, b) in enumerate(zip(seen, shape)) if a != b}
+                if changed:
+                    dims |= changed
+                    self._dynamic_dims.setdefault(key, set()).update(changed)
+            self._sizes[key] = shape
+        if self.mode is not False:
+            dims |= set(marked) | set(maybe)
+        dims -= set(static)
+        return dims, marked
+
+    def int_is_dynamic(self, key: str, value: int) -> bool:
+        """Whether an int argument of the frame (``key``) is a symbolic graph input this time.
+        (Ints read from attributes stay constants: module configuration does not vary.)"""
+        if self.mode is False or not self.automatic and self.mode is None:
+            return False
+        if key in self._dynamic_ints:
+            return True
+        seen = self._ints.get(key)
+        self._ints[key] = value
+        if seen is not None and seen != value and self.mode is not False:
+            self._dynamic_ints.add(key)
+            return True
+        return False
