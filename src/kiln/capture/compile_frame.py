@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import trace
 from ..config import config
 from ..exc import ArgumentError, Unsupported
 from ..metrics import BreakRecord, metrics
@@ -106,8 +107,10 @@ def capture(fn, args, kwargs, backend, backend_name: str, fullgraph: bool) -> En
         plan = BreakPlan(tracer, outcome[1], reason, backend, backend_name)
         # a break inside a callee that is compiled as its own frame is recorded there,
         # where it happens; here it would be the same break counted once per caller
-        if RECORD_NESTED_BREAKS or getattr(reason, "depth", 0) == 0 or not plan.callee_compiled:
+        counted = RECORD_NESTED_BREAKS or getattr(reason, "depth", 0) == 0 or not plan.callee_compiled
+        if counted:
             metrics.breaks.append(BreakRecord(reason.reason, reason.location, reason.source_line))
+        trace.graph_break(reason, counted)
         entry = _finish(state, fn, final_grad, backend, backend_name, tracer, plan=plan)
     metrics.capture_seconds += time.perf_counter() - t0
     return entry
@@ -202,6 +205,9 @@ def _finish(state, fn, final_grad, backend, backend_name, tracer, result=None, p
         f.__defaults__ = fn.__defaults__
         f.__kwdefaults__ = fn.__kwdefaults__
     _log(name, gm, guard_source, glue_source)
+    if gm is not None:
+        trace.graph(name, gm, lambda: [(cg.source_expr(s), r) for _, s, r in live], op_count)
+    trace.entry(name, guard_source, glue_source, len(state.guards))
     metrics.frames_captured += 1
     return Entry(fns[0], fns[1], fns[2], guard_source, glue_source, gm, op_count, name, len(state.guards),
                  {"keepalive": state.keepalive, "break": plan})
