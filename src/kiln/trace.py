@@ -14,7 +14,8 @@ Two promises to the code that calls in here:
 * when the trace is off, each call costs one function call and one attribute check
   (``config.trace_dir``), and nothing is computed for the record;
 * writing a record never changes what Kiln computes and never raises into Kiln or
-  user code: an error while writing turns the trace off with one warning.
+  user code: an error while writing turns the trace off with one warning (until
+  ``trace_dir`` is set to another directory).
 
 This module imports only the standard library and :mod:`kiln.config`, so every
 layer of Kiln may call it.  Capture code hands it Kiln objects (fx nodes, tracers,
@@ -45,7 +46,7 @@ class _State:
         self.path: str | None = None
         self.spans: list[dict] = []
         self.next_span = 1
-        self.broken = False
+        self.broken: str | None = None     # the trace_dir that failed; setting another one retries
 
 
 _state = _State()
@@ -56,12 +57,12 @@ def _safe(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if not config.trace_dir or _state.broken:
+        if not config.trace_dir or _state.broken == config.trace_dir:
             return None
         try:
             return fn(*args, **kwargs)
         except Exception as e:  # the trace must never take Kiln or the user's program down
-            _state.broken = True
+            _state.broken = config.trace_dir
             warnings.warn(f"kiln: the trace could not be written and is now off ({type(e).__name__}: {e})",
                           RuntimeWarning, stacklevel=2)
             return None
@@ -71,7 +72,7 @@ def _safe(fn):
 
 def active() -> bool:
     """Whether records are being written (``config.trace_dir`` is set)."""
-    return bool(config.trace_dir) and not _state.broken
+    return bool(config.trace_dir) and _state.broken != config.trace_dir
 
 
 def _open() -> None:
