@@ -72,3 +72,15 @@ def test_bigbird_report_in_chromium(tmp_path):
     dom = check_in_browser(out, breaks, tmp_path / "bigbird.png")
     assert dom.count('class="ln g') > 50          # many source lines coloured by graph
     assert len(set(re.findall(r'class="ln (g\d+)"', dom))) == 8    # BigBird's 8 graphs
+
+
+@pytest.mark.slow
+def test_gpt2_training_report_in_chromium(tmp_path):
+    require_chromium()
+    target = "tests/models/gpt2_train_script.py:train_step"
+    breaks = explain_locations(target)
+    assert any(loc.endswith("gpt2_train_script.py:15") for loc, _ in breaks)     # loss.backward()
+    out = tmp_path / "gpt2.html"
+    make_report(target, out, "--backend", "aot_eager", "--calls", "2")
+    dom = check_in_browser(out, breaks, tmp_path / "gpt2.png")
+    assert 'data-stat="recompiles"><b>1</b>' in dom     # the second call's zero_grad meets existing grads

@@ -17,7 +17,7 @@ from html import escape
 
 from . import svg
 from .hints import hint_for
-from .sources import gather
+from .sources import gather, short_path
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #222; background: #fafafa; }
@@ -197,7 +197,8 @@ def breaks_section(report) -> str:
         label = "eager fallback" if b.kind == "fallback" else "break"
         out.append(f'<div class="break" id="break-{b.index}" data-location="{escape(b.location or "")}">'
                    f'<button class="break-toggle" data-toggle="break-{b.index}-body">'
-                   f'{b.index}. <span class="loc">{escape(b.location or "?")}</span> — {label}: '
+                   f'{b.index}. <span class="loc" title="{escape(b.location or "")}">'
+                   f'{escape(short_path(b.location or "?"))}</span> — {label}: '
                    f"{escape(b.reason)}</button>"
                    f'<div class="break-body" id="break-{b.index}-body" hidden>{_break_body(b)}</div></div>')
     out.append("</section>")
@@ -250,7 +251,8 @@ def sources_section(report, colours: dict) -> str:
     for sf in files:
         tag = " <small>(library)</small>" if sf.library else ""
         out.append(f'<details class="file" open data-file="{escape(sf.path)}"><summary>'
-                   f'<span class="loc">{escape(sf.path)}</span>{tag}</summary><div class="src">')
+                   f'<span class="loc" title="{escape(sf.path)}">{escape(short_path(sf.path))}</span>{tag}'
+                   f'</summary><div class="src">')
         for no in sf.shown():
             out.append('<div class="gap">&#8942;</div>' if no is None else _line(sf, no, colours))
         out.append("</div></details>")

@@ -10,6 +10,7 @@ context around them.
 from __future__ import annotations
 
 import linecache
+import os
 from dataclasses import dataclass, field
 
 from .hints import is_library
@@ -97,4 +98,18 @@ def gather(report) -> list[SourceFile]:
                     if sf is not None and b not in sf.calls.get(level["line"], []):
                         sf.calls.setdefault(level["line"], []).append(b)
     found = [sf for sf in files.values() if sf is not None]
-    return sorted(found, key=lambda sf: (sf.library, sf.path))
+    # the user's own files, then files with breaks, then the ones most of the graphs came from
+    return sorted(found, key=lambda sf: (sf.library, not sf.breaks, -len(sf.graphs), sf.path))
+
+
+def short_path(path: str) -> str:
+    """A path to show: from the package down for installed code, relative to the working directory
+    for the user's files, otherwise as is."""
+    parts = path.split(os.sep)
+    if "site-packages" in parts:
+        return "/".join(parts[len(parts) - parts[::-1].index("site-packages"):])
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
