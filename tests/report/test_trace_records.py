@@ -9,6 +9,7 @@ import torch
 
 import kiln
 from kiln import trace
+from kiln.debug.accuracy import compare, fp64_copy
 
 from .traced_example import f
 
@@ -136,3 +137,11 @@ def test_config_trace_dir_is_checked(tmp_path):
     kiln.config.trace_dir = tmp_path
     assert kiln.config.trace_dir == str(tmp_path)
     kiln.config.trace_dir = ""
+
+
+def test_accuracy_results_are_recorded(trace_dir):
+    x = torch.randn(4)
+    report = compare(x, x.clone(), fp64_copy(x), name="out")
+    assert report.ok
+    (record,) = [r for r in read_records(trace_dir) if r["kind"] == "accuracy"]
+    assert record["name"] == "out" and record["ok"] is True and record["compared"] == 1
