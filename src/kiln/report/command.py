@@ -57,7 +57,7 @@ def run(args) -> int:
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
     print(f"wrote {args.output}: {len(report.graphs)} graphs, {len(report.graph_breaks)} graph breaks, "
-          f"{len(report.fallbacks)} eager fallbacks, {len(report.recompiles)} recompiles")
+          f"{len(report.fallbacks)} eager fallbacks, {len(report.recompiles)} recompiles (trace in {trace_dir})")
     return 0
 
 

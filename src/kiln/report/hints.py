@@ -19,6 +19,10 @@ _PATTERNS: tuple = (
                                "the code after it resumes in a new graph."),
     ("numpy", "NumPy calls run as Python; their results enter the next graph as inputs. Use torch ops "
               "instead if you want them captured."),
+    ("backward()", "loss.backward() runs as Python (autograd); the forward graphs before it are compiled, "
+                   "and AOTAutograd-based backends (aot_eager, aten, inductor) compile their backward too."),
+    ("Tensor.grad", "Setting .grad (zero_grad, clearing gradients) runs as Python; doing it before the "
+                    "compiled call keeps it out of the compiled region."),
     ("ndarray", "A NumPy array made at an earlier break cannot enter a graph directly; torch.tensor / "
                 "torch.from_numpy on it runs as Python and its result enters the next graph."),
     ("for-loop over", "The loop's iterator was carried across an earlier break, so each next() runs as "
