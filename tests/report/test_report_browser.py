@@ -1,6 +1,7 @@
 """Issue #16: the report in a real browser (headless Chromium).  Every break that
 ``kiln explain`` lists appears with its file:line, clicking a break reveals its reason,
 and a screenshot renders.  Skipped, saying why, where Chromium is not installed."""
+import html
 import re
 import subprocess
 import sys
@@ -47,7 +48,6 @@ def check_in_browser(html_path, breaks, png_path) -> str:
 
 
 def _html_unescape(text: str) -> str:
-    import html
     return html.unescape(text)
 
 

@@ -16,7 +16,8 @@ import argparse
 import os
 import time
 
-from . import driver, registry
+from ..report import write_report
+from . import driver, registry, runner
 from .results import DEVICES, FRONTENDS, RunOptions
 
 HELP = "benchmark the model suite (accuracy, speed, graphs, breaks), optionally side by side with torch.compile"
@@ -147,14 +148,11 @@ def run(args) -> int:
 
 def _write_reports(jobs, directory: str) -> list[str]:
     """One HTML page per (model, mode, device) whose kiln run left a trace."""
-    from ..report import write_report
-    from .runner import trace_name
-
     written = []
     for job in jobs:
         if job.frontend != "kiln":
             continue
-        name = trace_name(job.model, job.opts)
+        name = runner.trace_name(job.model, job.opts)
         trace_dir = os.path.join(job.opts.trace_dir, name)
         if not os.path.isdir(trace_dir):
             continue

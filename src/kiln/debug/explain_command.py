@@ -8,20 +8,20 @@ a NAME that needs arguments and has neither is an error that says which are miss
 """
 from __future__ import annotations
 
+from . import script_target
+
 HELP = "explain what Kiln captures for a function: graphs, graph breaks, guards"
 
 
 def add_arguments(parser) -> None:
-    from .script_target import INPUTS_HELP
     parser.add_argument("target", metavar="SCRIPT.py:NAME",
-                        help=f"a script and the function or module in it. {INPUTS_HELP}")
+                        help=f"a script and the function or module in it. {script_target.INPUTS_HELP}")
     parser.add_argument("--backend", default="eager", help="backend to compile with (default: eager)")
     parser.add_argument("--guards", action="store_true", help="also print each entry's guard function")
 
 
 def run(args) -> int:
     from ..cli import UsageError
-    from . import script_target
     from .explain import explain
     try:
         target = script_target.load(args.target, run_name="__kiln_explain__")

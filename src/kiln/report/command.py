@@ -17,7 +17,10 @@ import statistics
 import tempfile
 import time
 
+from .. import api, trace
+from ..config import config
 from ..debug import script_target
+from . import write_report
 
 HELP = "write an HTML report of what Kiln did (from a trace directory, or by running SCRIPT.py:NAME)"
 
@@ -38,7 +41,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..cli import UsageError
-    from . import write_report
 
     if os.path.isdir(args.target):
         trace_dir, title = args.target, args.title or f"Kiln report: {args.target}"
@@ -63,15 +65,11 @@ def run(args) -> int:
 
 def trace_script(target, trace_dir: str, backend: str, calls: int = 1, measure: int = 0) -> None:
     """Call the target compiled ``calls`` times with the trace written to ``trace_dir``."""
-    # imported here: building the kiln command's parser must not import torch and Kiln's compiler
-    import kiln
-    from kiln import trace
-
-    kiln.reset()
-    saved = kiln.config.trace_dir
-    kiln.config.trace_dir = trace_dir
+    api.reset()
+    saved = config.trace_dir
+    config.trace_dir = trace_dir
     try:
-        compiled = kiln.compile(target.obj, backend=backend)
+        compiled = api.compile(target.obj, backend=backend)
         for _ in range(calls):
             compiled(*target.args, **target.kwargs)
         if measure:
@@ -79,7 +77,7 @@ def trace_script(target, trace_dir: str, backend: str, calls: int = 1, measure: 
             trace.emit("measure", calls=measure, eager_ms=eager_s * 1e3, compiled_ms=compiled_s * 1e3,
                        what="median wall time of one call, eager and compiled calls interleaved")
     finally:
-        kiln.config.trace_dir = saved
+        config.trace_dir = saved
         trace.close()
 
 

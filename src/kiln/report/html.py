@@ -67,7 +67,7 @@ small { color: #666; }
 # Opens a break's details in place.  The ``#kiln-test-click`` hook clicks every break
 # marker and list entry once, so a headless browser's DOM dump shows them opened.
 SCRIPT = """
-function kilnToggle(id, inline) {
+function kilnToggle(id) {
   var el = document.getElementById(id);
   if (!el) return;
   if (el.hasAttribute('hidden')) el.removeAttribute('hidden'); else el.setAttribute('hidden', '');
