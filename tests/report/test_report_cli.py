@@ -7,6 +7,8 @@ import pytest
 
 from kiln.debug import script_target
 
+from . import browser
+
 EXAMPLE = "tests/report/traced_example.py"
 
 
@@ -66,3 +68,9 @@ def test_report_from_a_script_and_from_a_trace_dir(tmp_path):
     empty.mkdir()
     none = kiln_cmd("report", str(empty))
     assert none.returncode == 2 and "no kiln-trace-*.jsonl files" in none.stderr
+
+
+def test_browser_tests_skip_with_a_clear_message_without_chromium(monkeypatch):
+    monkeypatch.setattr(browser.shutil, "which", lambda name: None)
+    with pytest.raises(pytest.skip.Exception, match="headless Chromium is not installed"):
+        browser.require_chromium()

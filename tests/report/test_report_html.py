@@ -1,12 +1,13 @@
 """Issue #16: the HTML report.  Rendering from records (what each section shows), from
 a real trace of a small function, and the page's self-containment."""
+import json
 import re
 
 import torch
 
 import kiln
 from kiln import trace
-from kiln.report import collect, html, svg, write_report
+from kiln.report import collect, html, sources, svg, write_report
 from kiln.report.hints import hint_for
 
 from .traced_example import f
@@ -123,3 +124,21 @@ def test_timeline_ticks_and_hints():
     assert "library code" in hint_for("call to numpy.stack, which Kiln does not model",
                                       torch.__file__)
     assert "library code" not in hint_for("x", "/home/user/model.py")
+
+
+def test_sessions_appended_to_one_file_are_kept_apart(tmp_path):
+    _, records = _records(tmp_path)
+    later = [dict(r, wall_time=2000.0) if r["kind"] == "session" else r for r in records]
+    trace_dir = tmp_path / "t"
+    trace_dir.mkdir()
+    (trace_dir / "kiln-trace-1.jsonl").write_text("\n".join(json.dumps(r) for r in records + later) + "\n")
+    report = collect.load(str(trace_dir))
+    assert len(report.captures) == 4 and len(report.sessions) == 2
+    assert report.captures[-1].start - report.captures[0].start == 1001.0
+
+
+def test_long_files_show_the_interesting_lines_with_context(tmp_path):
+    sf = sources.SourceFile("x.py", [f"line {i}" for i in range(1, 1001)], graphs={500: ["g"]})
+    shown = sf.shown()
+    assert shown == [None, 497, 498, 499, 500, 501, 502, 503, None]
+    assert sources.short_path("/v/lib/python3.11/site-packages/transformers/x.py") == "transformers/x.py"

@@ -142,12 +142,21 @@ def load(directory: str) -> Report:
     if not files:
         raise FileNotFoundError(f"no kiln-trace-*.jsonl files in {directory} "
                                 f"(run with KILN_TRACE_DIR={directory} or kiln.config.trace_dir)")
-    per_file = [read_records(p) for p in files]
-    return build(per_file)
+    return build([session for p in files for session in split_sessions(read_records(p))])
+
+
+def split_sessions(records: list[dict]) -> list[list[dict]]:
+    """A file's records per session: a later process with the same pid appends its own."""
+    sessions: list = []
+    for r in records:
+        if r.get("kind") == "session" or not sessions:
+            sessions.append([])
+        sessions[-1].append(r)
+    return sessions
 
 
 def build(per_process: list[list[dict]]) -> Report:
-    """A Report from the records of each process (one list per process)."""
+    """A Report from the records of each process (one list per process session)."""
     report = Report()
     starts = []
     for records in per_process:
