@@ -68,6 +68,8 @@ def test_report_from_a_script_and_from_a_trace_dir(tmp_path):
     empty.mkdir()
     none = kiln_cmd("report", str(empty))
     assert none.returncode == 2 and "no kiln-trace-*.jsonl files" in none.stderr
+    missing = kiln_cmd("report", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "is neither a trace directory nor SCRIPT.py:NAME" in missing.stderr
 
 
 def test_browser_tests_skip_with_a_clear_message_without_chromium(monkeypatch):

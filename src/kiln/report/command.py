@@ -44,6 +44,8 @@ def run(args) -> int:
 
     if os.path.isdir(args.target):
         trace_dir, title = args.target, args.title or f"Kiln report: {args.target}"
+    elif ":" not in args.target:
+        raise UsageError(f"{args.target} is neither a trace directory nor SCRIPT.py:NAME")
     else:
         if args.calls < 1 or args.measure < 0:
             raise UsageError("--calls must be at least 1 and --measure at least 0")
