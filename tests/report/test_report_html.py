@@ -57,7 +57,7 @@ def test_collect_pairs_records_with_captures(tmp_path):
     assert len(report.frames) == 1 and len(report.frames[0].captures) == 2
     first, second = report.frames[0].captures
     assert first.entry == "g_1" and first.graph["op_counts"] == {"sin": 1} and first.guards["count"] == 3
-    assert first.backend_compiles[0][1] == 0.1
+    assert first.backend_compiles[0][1] == 0.1 and first.backend_s == 0.1
     assert second.recompile["failed_guard"] == "expected x.shape == (2, 3)"
     assert [b.location.endswith("user.py:5") for b in report.breaks] == [True]
     assert report.capture_wall_s == 0.75 and report.backend_s == 0.1
@@ -142,3 +142,12 @@ def test_long_files_show_the_interesting_lines_with_context(tmp_path):
     shown = sf.shown()
     assert shown == [None, 497, 498, 499, 500, 501, 502, 503, None]
     assert sources.short_path("/v/lib/python3.11/site-packages/transformers/x.py") == "transformers/x.py"
+
+
+def test_timeline_has_a_row_per_frame_and_marks_backend_time(tmp_path):
+    _, records = _records(tmp_path)
+    chart = svg.timeline(collect.build([records]))
+    assert chart.startswith("<svg") and chart.endswith("</svg>")
+    assert chart.count("<rect") == 3       # two captures of one frame, one backend compile step
+    assert "g entry 0: capture 500.0 ms, backend compile 100.0 ms" in chart
+    assert svg.timeline(collect.Report()) == ""

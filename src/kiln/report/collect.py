@@ -217,6 +217,7 @@ class _Builder:
         if c is None:
             return
         c.end, c.wall_s, c.status, c.entry = r["t"] + self.offset, r.get("wall_s"), r.get("status"), r.get("entry")
+        c.backend_s = r.get("backend_s", 0.0)
 
     def on_graph(self, r):
         c = self._capture_of(r)
