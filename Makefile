@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kiln-installed
 
-.PHONY: demo test test-fast venv clean
+.PHONY: demo test test-fast venv chromium clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,13 +16,22 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Headless Chromium for the report's browser tests (Debian's package).  Installed only
+# where apt-get exists and we are root; any failure just leaves those tests skipped.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+			|| echo "make chromium: could not install chromium; the report's browser tests will be skipped"; \
+	else echo "make chromium: no apt-get or not root; the report's browser tests will be skipped"; fi
+
 demo: $(STAMP)
 	$(VENV)/bin/kiln bench --suite quick
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(PY) -m pytest -n 2 -q
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) chromium
 	$(PY) -m pytest -n 2 -q -m "not slow"
 
 clean:

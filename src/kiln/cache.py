@@ -12,6 +12,7 @@ from __future__ import annotations
 import types
 import warnings
 
+from . import trace
 from .capture.compile_frame import capture
 from .capture.dynamism import ShapePolicy
 from .config import config
@@ -55,6 +56,7 @@ class FrameCache:
         msg = (f"kiln: {self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno}) reached the "
                f"recompile limit ({config.recompile_limit}); running it eagerly from now on. "
                f"Last guard that failed: {reason}")
+        trace.recompile_limit(self.code, msg)
         if config.error_on_recompile_limit:
             raise RecompileLimitReached(msg)
         if not self.warned_limit:
@@ -66,9 +68,13 @@ class FrameCache:
     def _capture(self, fn, args, kwargs):
         if self.entries:
             metrics.recompiles += 1
+            if trace.active():
+                trace.recompile(self.code, self.entries[-1].explain_guard(fn, *args, **kwargs), args, kwargs,
+                                self.code.co_varnames[:self.code.co_argcount + self.code.co_kwonlyargcount])
             if config.log_enabled("recompiles"):
                 reason = self.entries[-1].explain_guard(fn, *args, **kwargs)
                 print(f"[kiln] recompiling {self.code.co_name}: {reason}")
+        trace.capture_start(self.code, self, len(self.entries), self.compiler.backend_name)
         try:
             entry = capture(fn, args, kwargs, self.compiler, self.fullgraph, self.shapes)
         except Unsupported as e:
@@ -82,6 +88,8 @@ class FrameCache:
             raise
         except Exception as e:  # a bug in Kiln: never let it take the user's program down
             return self._internal_error(e)
+        finally:
+            trace.capture_end()
         self.entries.append(entry)
         return entry
 
@@ -94,6 +102,7 @@ class FrameCache:
     def _fallback(self, reason, location, source_line):
         metrics.eager_fallbacks += 1
         metrics.breaks.append(BreakRecord(reason, location, source_line))
+        trace.fallback(self.code, reason, location, source_line)
         self.eager_reason = reason
         if config.warn_on_fallback:
             where = f" at {location}" if location else ""

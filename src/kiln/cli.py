@@ -1,5 +1,7 @@
 """The ``kiln`` command line: one entry point, one subcommand per tool.
 
+``python -m kiln`` (``kiln/__main__.py``) runs the same ``main``.
+
 Why a table of subcommands: each tool (``bench`` now; ``explain`` and ``minify``
 from their owners) lives with its own code and registers here with one line.  A
 subcommand module provides three names:
@@ -23,6 +25,7 @@ import sys
 SUBCOMMANDS: dict[str, str] = {
     "bench": "kiln.bench.command",
     "explain": "kiln.debug.explain_command",
+    "report": "kiln.report.command",
     # "minify": "kiln.debug.minify_command",     # added by its owner
 }
 

@@ -2,7 +2,8 @@
 
 ``kiln.config`` is an instance of :class:`Config`.  Assignments are type-checked so a
 typo or a wrong type is a clear error, not a silently ignored setting.  Environment
-variables named ``KILN_<FIELD>`` (upper case) set the initial values, and
+variables named ``KILN_<FIELD>`` (upper case) set the initial values (``KILN_TRACE_DIR=dir``
+turns the structured trace on), and
 ``KILN_LOGS=graph,guards,code,breaks,recompiles`` turns on the printed logs.
 """
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Config:
     warn_on_fallback: bool = True
     #: with dynamic=None, a size or int argument that changed between captures becomes symbolic
     automatic_dynamic_shapes: bool = True
+    #: write the structured trace (kiln.trace, read by ``kiln report``) into this directory; "" is off
+    trace_dir: str = ""
 
     def __setattr__(self, name, value):
         known = {f.name: f for f in fields(Config)}
@@ -44,6 +47,10 @@ class Config:
                 raise TypeError(f"kiln.config.{name} must be a bool, got {type(value).__name__}")
             if expected is int and (isinstance(value, bool) or not isinstance(value, int)):
                 raise TypeError(f"kiln.config.{name} must be an int, got {type(value).__name__}")
+            if expected is str:
+                if not isinstance(value, (str, os.PathLike)):
+                    raise TypeError(f"kiln.config.{name} must be a str or path, got {type(value).__name__}")
+                value = os.fspath(value)
             if expected is int and value < 0:
                 raise ValueError(f"kiln.config.{name} must be >= 0, got {value}")
         object.__setattr__(self, name, value)
@@ -73,6 +80,8 @@ def _from_environment(cfg: Config) -> Config:
             cfg.__setattr__(f.name, raw.strip().lower() in ("1", "true", "yes", "on"))
         elif isinstance(getattr(cfg, f.name), int):
             cfg.__setattr__(f.name, int(raw))
+        elif isinstance(getattr(cfg, f.name), str):
+            cfg.__setattr__(f.name, raw)
     return cfg
 
 

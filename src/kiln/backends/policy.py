@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from kiln import trace
 from kiln.config import config
 from kiln.exc import BackendError
 from kiln.metrics import metrics
@@ -61,15 +62,17 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     """
     eager_forward = gm.forward  # bound now: a backend that rewrites gm cannot change it
     where = _Where(backend_name, graph_name, user_location)
-    start = time.perf_counter()
+    start, error = time.perf_counter(), None
     try:
         compiled = backend_fn(gm, list(example_inputs))
         if not callable(compiled):
             raise TypeError(f"the backend returned a {type(compiled).__name__}, not a callable")
     except Exception as e:
+        error = e
         return _fall_back(where, "while compiling", e, eager_forward)
     finally:
         metrics.backend_seconds += time.perf_counter() - start
+        trace.backend_compile(graph_name, backend_name, time.perf_counter() - start, error)
     if compiled == eager_forward:
         return compiled
     return _FirstCallGuard(compiled, eager_forward, where)
@@ -139,6 +142,7 @@ def _fall_back(where: _Where, when: str, error: Exception, eager_forward: Callab
 
 def _warn(where: _Where, when: str, error: Exception) -> None:
     metrics.backend_fallbacks += 1
+    trace.backend_fallback(where.graph, where.backend, when, error)
     warnings.warn(
         f"kiln: {where} failed {when}; running that graph eagerly ({_describe(error)}). "
         f"Set kiln.config.raise_on_backend_error = True to raise instead.",

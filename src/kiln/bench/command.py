@@ -8,10 +8,12 @@ Examples:
   kiln bench --suite quick                      # the demo: 4 small models, Kiln
   kiln bench --suite hf --frontend both --plot chart.png --output results.csv
   kiln bench --only bert --training --backend aot_eager --accuracy
+  kiln bench --suite quick --report reports/          # one HTML report per model
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from contextlib import nullcontext
 
@@ -20,7 +22,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..cli import UsageError
-from . import driver, frontends as fe_mod, registry, report
+from ..report import write_report
+from . import driver, frontends as fe_mod, registry, report, runner
 from .plot import plot
 from .results import DEVICES, FRONTENDS, RunOptions
 
@@ -67,6 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--output", metavar="CSV", help="write every row to this CSV file")
     out.add_argument("--plot", metavar="PNG", help="write a chart comparing the frontends to this PNG file")
+    out.add_argument("--report", metavar="DIR",
+                     help="write an HTML report of what Kiln did per model into DIR (traces in DIR/traces)")
     p.set_defaults(mode="inference", precision="float32")
 
 
@@ -98,9 +103,10 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
         if not torch.cuda.is_available():
             raise UsageError("--devices cuda was given but torch.cuda.is_available() is False")
     both = not args.accuracy and not args.performance
+    trace_dir = os.path.abspath(os.path.join(args.report, "traces")) if getattr(args, "report", None) else ""
     opts = RunOptions(backend=args.backend, mode=args.mode, precision=args.precision,
                       accuracy=args.accuracy or both, performance=args.performance or both,
-                      repeat=args.repeat, warmup=args.warmup, threads=args.threads)
+                      repeat=args.repeat, warmup=args.warmup, threads=args.threads, trace_dir=trace_dir)
     return [s.name for s in specs], frontends, opts, devices
 
 
@@ -132,7 +138,27 @@ def run(args) -> int:
     if args.plot:
         plot(rows, args.plot, title=title)
         err.print(f"wrote {args.plot}")
+    if args.report:
+        for path in _write_reports(jobs, args.report):
+            err.print(f"wrote {path}")
     return 0
+
+
+def _write_reports(jobs, directory: str) -> list[str]:
+    """One HTML page per (model, mode, device) whose kiln run left a trace."""
+    written = []
+    for job in jobs:
+        if job.frontend != "kiln":
+            continue
+        name = runner.trace_name(job.model, job.opts)
+        trace_dir = os.path.join(job.opts.trace_dir, name)
+        if not os.path.isdir(trace_dir):
+            continue
+        out = os.path.join(directory, f"{name}.html")
+        o = job.opts
+        write_report(trace_dir, out, title=f"Kiln report: {job.model} ({o.mode}, {o.backend}, {o.precision}, {o.device})")
+        written.append(out)
+    return written
 
 
 def _run_with_progress(jobs, args, err):

@@ -87,6 +87,11 @@ def _load() -> None:
     modules += [m.strip() for m in os.environ.get(PLUGIN_ENV, "").split(",") if m.strip()]
     for mod in modules:
         importlib.import_module(mod)
+    # the zoo's order, whichever of its modules something imported first
+    rank = {m: i for i, m in enumerate(modules)}
+    ordered = sorted(_MODELS.values(), key=lambda s: rank.get(getattr(s.build, "__module__", None), len(rank)))
+    _MODELS.clear()
+    _MODELS.update((s.name, s) for s in ordered)
 
 
 def names() -> list[str]:

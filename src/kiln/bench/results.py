@@ -39,6 +39,7 @@ class RunOptions:
     repeat: int = 20
     warmup: int = 2
     threads: int = 1     # torch intra-op threads in the worker (see runner.run_model)
+    trace_dir: str = ""  # kiln frontend: write the model's trace under here (kiln bench --report)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

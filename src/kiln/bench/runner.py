@@ -22,15 +22,19 @@ with gradients cleared first (training).  The phase being run is announced throu
 """
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
 import traceback
+from dataclasses import asdict
 from typing import Callable
 
 import numpy as np
 import torch
 
+from .. import trace
+from ..config import config
 from . import checks, frontends, registry
 from .results import EAGER_FAIL, FAIL_ACCURACY, FAIL_COMPILE, FAIL_RUN, PASS, Result, RunOptions
 
@@ -132,9 +136,37 @@ def measure_overhead(frontend, now, calls: int = OVERHEAD_CALLS) -> float:
     return max(comp - eager, 0.0) / calls * 1e6   # below zero is timing noise
 
 
+def trace_name(model: str, opts: RunOptions) -> str:
+    """The per-model folder under ``opts.trace_dir`` (and the report's file name, less .html)."""
+    return f"{model}-{opts.mode}-{opts.device}"
+
+
 def run_model(name: str, frontend_name: str, opts: RunOptions,
               on_phase: Callable[[str], None] = lambda phase: None) -> Result:
     """Run ``name`` under ``frontend_name`` with ``opts``; never raises for model errors.
+
+    With ``opts.trace_dir`` and the kiln frontend, the compiled side (from compile to
+    the end of timing) writes Kiln's trace, and the row itself is added to it as a
+    ``bench_result`` record, for ``kiln bench --report``.
+    """
+    try:
+        res = _run_model(name, frontend_name, opts, on_phase)
+        if config.trace_dir:
+            trace.emit("bench_result", **asdict(res))
+        return res
+    finally:
+        if config.trace_dir:
+            config.trace_dir = ""
+            trace.close()
+
+
+def _start_trace(name: str, frontend_name: str, opts: RunOptions) -> None:
+    if opts.trace_dir and frontend_name == "kiln":
+        config.trace_dir = os.path.join(opts.trace_dir, trace_name(name, opts))
+
+
+def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callable[[str], None]) -> Result:
+    """run_model's work; see run_model.
 
     Runs with ``opts.threads`` intra-op threads (1 by default): on a small shared
     machine, OpenMP threads that wait for each other at every op barrier turn any
@@ -196,6 +228,7 @@ def run_model(name: str, frontend_name: str, opts: RunOptions,
     # call are the frontend's (fail_compile); anything else is a run failure.
     on_phase("compile")
     fe.reset()
+    _start_trace(name, frontend_name, opts)
     try:
         compiled = fe.compile(model, opts.backend)
     except Exception as exc:

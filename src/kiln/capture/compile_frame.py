@@ -12,6 +12,7 @@ import torch
 from torch._guards import TracingContext, tracing
 from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
 
+from .. import trace
 from ..backends.policy import compile_graph
 from ..config import config
 from ..exc import ArgumentError, SpecializationError, Unsupported
@@ -111,8 +112,10 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
         plan = BreakPlan(tracer, outcome[1], reason, compiler)
         # a break inside a callee that is compiled as its own frame is recorded there,
         # where it happens; here it would be the same break counted once per caller
-        if RECORD_NESTED_BREAKS or getattr(reason, "depth", 0) == 0 or not plan.callee_compiled:
+        counted = RECORD_NESTED_BREAKS or getattr(reason, "depth", 0) == 0 or not plan.callee_compiled
+        if counted:
             metrics.breaks.append(BreakRecord(reason.reason, reason.location, reason.source_line))
+        trace.graph_break(reason, counted)
         entry = _finish(state, fn, final_grad, compiler, tracer, plan=plan)
     metrics.capture_seconds += time.perf_counter() - t0
     return entry
@@ -212,6 +215,9 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         f.__defaults__ = fn.__defaults__
         f.__kwdefaults__ = fn.__kwdefaults__
     _log(name, gm, guard_source, glue_source)
+    if gm is not None:
+        trace.graph(name, gm, lambda: [(cg.source_expr(s), r) for _, s, r in live], op_count)
+    trace.entry(name, guard_source, glue_source, len(state.guards))
     metrics.frames_captured += 1
     return Entry(fns[0], fns[1], fns[2], guard_source, glue_source, gm, op_count, name, len(state.guards),
                  {"keepalive": state.keepalive, "break": plan})

@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 
+from .. import trace
 from ._tree import child_path, children
 
 __all__ = ["AccuracyReport", "TensorError", "compare", "fp64_copy"]
@@ -129,6 +130,9 @@ def compare(expected: Any, actual: Any, fp64_ref: Any, *, name: str = "output",
     """
     report = AccuracyReport(name)
     _Walker(report, multiplier, floor_eps, no_ref_tol).walk(expected, actual, fp64_ref, name)
+    if trace.active():
+        trace.emit("accuracy", name=name, ok=report.ok, compared=len(report.entries),
+                   worst=str(report.worst) if report.worst else None, failures=report.failures[:20])
     return report
 
 

@@ -11,6 +11,7 @@ import operator
 
 import torch
 
+from ... import trace
 from ...exc import Unsupported
 from ..graph import SYMBOLIC_TYPES, contains_fake
 from ..sources import AsTensorSource, AttrSource
@@ -212,6 +213,7 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     for k, v in kwargs.items():
         node_kwargs[k], fake_kwargs[k] = _lower(tx, v)
     node, result = state.builder.call(kind, target, tuple(node_args), node_kwargs, tuple(fake_args), fake_kwargs)
+    trace.note_origin(node, tx)
     mutating = (kind == "call_method" and target.endswith("_") and not target.startswith("__")) \
         or target in _KEEP_EVEN_WITHOUT_OUTPUT or kwargs.get("out") is not None
     if not contains_fake(result) and not mutating:
