@@ -5,15 +5,23 @@
 * :mod:`~kiln.debug.aliasing`: ``record_call`` / ``compare_aliasing`` for which outputs
   alias which inputs and which inputs a call mutated.
 * :mod:`~kiln.debug.behaviour`: ``check_same_behaviour`` does all of it for one function.
+* ``minify(fn, args, backend=...)`` (:mod:`kiln.debug.minify`): the first graph a backend
+  gets wrong, shrunk to a few ops, written as a standalone repro script.
 """
 from __future__ import annotations
 
 from .accuracy import AccuracyReport, TensorError, compare, fp64_copy
 from .aliasing import CallRecord, aliasing_of, compare_aliasing, record_call
 from .behaviour import BehaviourReport, check_same_behaviour
+from .minify import MinifyResult
+from .minify import minify as _minify_fn
 
 __all__ = [
     "AccuracyReport", "TensorError", "compare", "fp64_copy",
     "CallRecord", "aliasing_of", "compare_aliasing", "record_call",
     "BehaviourReport", "check_same_behaviour",
+    "MinifyResult", "minify",
 ]
+
+# the function, not the submodule of the same name (``kiln.debug.minify(fn, args, ...)``)
+minify = _minify_fn
