@@ -36,7 +36,8 @@ def gelu_miscompiled(gm, example_inputs):
 def cos_miscompiled(gm, example_inputs):
     """``cos(x)`` computed as ``cos(x * 1.001)``: wrong only in graphs that call cos."""
     def edit(node):
-        if node.op == "call_function" and node.target is torch.cos:
+        if (node.op == "call_function" and node.target is torch.cos) or (node.op == "call_method"
+                                                                         and node.target == "cos"):
             graph = node.graph
             with graph.inserting_before(node):
                 scaled = graph.call_function(torch.mul, (node.args[0], 1.001))

@@ -7,12 +7,16 @@
 * :mod:`~kiln.debug.behaviour`: ``check_same_behaviour`` does all of it for one function.
 * ``minify(fn, args, backend=...)`` (:mod:`kiln.debug.minify`): the first graph a backend
   gets wrong, shrunk to a few ops, written as a standalone repro script.
+* ``bisect(fn, args, backend=...)`` (:mod:`kiln.debug.bisect`): the graph and node that
+  first break the end-to-end result, and for inductor the stage.
 """
 from __future__ import annotations
 
 from .accuracy import AccuracyReport, TensorError, compare, fp64_copy
 from .aliasing import CallRecord, aliasing_of, compare_aliasing, record_call
 from .behaviour import BehaviourReport, check_same_behaviour
+from .bisect import BisectResult
+from .bisect import bisect as _bisect_fn
 from .minify import MinifyResult
 from .minify import minify as _minify_fn
 
@@ -20,8 +24,9 @@ __all__ = [
     "AccuracyReport", "TensorError", "compare", "fp64_copy",
     "CallRecord", "aliasing_of", "compare_aliasing", "record_call",
     "BehaviourReport", "check_same_behaviour",
-    "MinifyResult", "minify",
+    "MinifyResult", "minify", "BisectResult", "bisect",
 ]
 
 # the function, not the submodule of the same name (``kiln.debug.minify(fn, args, ...)``)
 minify = _minify_fn
+bisect = _bisect_fn
