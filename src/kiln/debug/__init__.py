@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+from . import auto_repro
 from .accuracy import AccuracyReport, TensorError, compare, fp64_copy
 from .aliasing import CallRecord, aliasing_of, compare_aliasing, record_call
 from .behaviour import BehaviourReport, check_same_behaviour
@@ -26,6 +27,9 @@ __all__ = [
     "BehaviourReport", "check_same_behaviour",
     "MinifyResult", "minify", "BisectResult", "bisect",
 ]
+
+# KILN_REPRO / kiln.config.repro_after: the backend layer calls these wrappers
+auto_repro.install()
 
 # the function, not the submodule of the same name (``kiln.debug.minify(fn, args, ...)``)
 minify = _minify_fn

@@ -32,7 +32,7 @@ import torch.utils._pytree as pytree
 from .accuracy import AccuracyReport, compare
 from .inputs import InputSet
 
-__all__ = ["Failure", "Verdict", "check_graph", "copy_graph_module", "cotangent_loss"]
+__all__ = ["Failure", "Verdict", "check_graph", "copy_graph_module", "cotangent_loss", "short_path"]
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def check_graph(gm: torch.fx.GraphModule, inputs: InputSet, backend: Callable, *
         try:
             with grad_mode():
                 example, _ = inputs.build(independent=independent)
-                compiled_fn = backend(copy_graph_module(gm), example)
+                compiled_fn = _unboxed(backend(copy_graph_module(gm), example))
         except Exception as e:
             return Verdict(Failure("crash", f"the backend raised {type(e).__name__} while compiling: "
                                             f"{_first_line(e)}", _root_type(e)))
@@ -119,6 +119,13 @@ def check_graph(gm: torch.fx.GraphModule, inputs: InputSet, backend: Callable, *
     if report.ok:
         return Verdict(report=report)
     return Verdict(Failure("accuracy", _reason(report)), report=report)
+
+
+def _unboxed(fn: Callable) -> Callable:
+    """Inner compilers of AOTAutograd return callables taking one list (``_boxed_call``)."""
+    if getattr(fn, "_boxed_call", False):
+        return lambda *args: fn(list(args))
+    return fn
 
 
 def _run(fn: Callable, inputs: InputSet, training: bool, *, float64: bool, independent: bool) -> dict:
@@ -143,12 +150,12 @@ def _as_list(out: Any) -> list:
 def _reason(report: AccuracyReport) -> str:
     """The one failure a human should see first: a structural mismatch, else the worst value."""
     if report.mismatches:
-        return _short_path(report.mismatches[0])
+        return short_path(report.mismatches[0])
     worst = max((e for e in report.entries if not e.ok), key=lambda e: e.ratio)
-    return _short_path(f"{worst.name}: error {worst.err:.3g} vs eager noise {worst.noise:.3g}")
+    return short_path(f"{worst.name}: error {worst.err:.3g} vs eager noise {worst.noise:.3g}")
 
 
-def _short_path(text: str) -> str:
+def short_path(text: str) -> str:
     """``result.output[0]...`` reads better as ``output 0...``."""
     return _PATH.sub(lambda m: f"{m.group(1)} {m.group(2)}", text)
 

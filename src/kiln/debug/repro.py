@@ -34,7 +34,7 @@ import torch
 import torch.fx
 
 from ..backends import lookup
-from .graph_check import check_graph
+from .graph_check import check_graph, short_path
 from .inputs import InputSet
 
 __all__ = ["BackendRef", "backend_ref", "render_repro", "run_repro", "load_repro"]
@@ -192,8 +192,8 @@ def run_repro(repro_cls: type, inputs: InputSet, backend: Any, *, accuracy: bool
         print(f"cannot judge {where}: {verdict.invalid}")
         return 2
     if verdict.failure is None:
-        print(f"PASS: {where} matches eager" + (f" ({verdict.report.worst})" if verdict.report and
-                                                 verdict.report.worst else ""))
+        worst = verdict.report.worst if verdict.report is not None else None
+        print(f"PASS: {where} matches eager" + (f" (worst: {short_path(str(worst))})" if worst else ""))
         return 0
     same = verdict.failure.kind == expected[0] and verdict.failure.exc_type == expected[1]
     print(f"FAIL: {where}: {verdict.failure.reason}")
