@@ -23,7 +23,8 @@ import sys
 SUBCOMMANDS: dict[str, str] = {
     "bench": "kiln.bench.command",
     "explain": "kiln.debug.explain_command",
-    # "minify": "kiln.debug.minify_command",     # added by its owner
+    "minify": "kiln.debug.minify_command",
+    "bisect": "kiln.debug.bisect_command",
 }
 
 

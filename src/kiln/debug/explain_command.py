@@ -7,9 +7,6 @@ defines one — a tuple of positional arguments, or (args, kwargs) — else with
 """
 from __future__ import annotations
 
-import os
-import runpy
-
 HELP = "explain what Kiln captures for a function: graphs, graph breaks, guards"
 
 
@@ -22,25 +19,12 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from ..cli import UsageError
     from .explain import explain
-    path, sep, name = args.target.rpartition(":")
-    if not sep or not path or not name:
-        raise UsageError(f"expected SCRIPT.py:NAME, got {args.target!r}")
-    if not os.path.exists(path):
-        raise UsageError(f"no such script: {path}")
-    namespace = runpy.run_path(path, run_name="__kiln_explain__")
-    if name not in namespace:
-        known = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("_"))
-        raise UsageError(f"{path} defines no {name!r}; callables there: {', '.join(known)}")
-    target = namespace[name]
-    maker = namespace.get(f"{name}_inputs") or namespace.get("example_inputs")
-    call_args, call_kwargs = (), {}
-    if maker is not None:
-        made = maker()
-        if isinstance(made, tuple) and len(made) == 2 and isinstance(made[1], dict) and isinstance(made[0], tuple):
-            call_args, call_kwargs = made
-        else:
-            call_args = made if isinstance(made, tuple) else (made,)
-    report = explain(target, backend=args.backend)(*call_args, **call_kwargs)
+    from .script_target import TargetError, load_target
+    try:
+        target = load_target(args.target, "__kiln_explain__")
+    except TargetError as e:
+        raise UsageError(str(e)) from None
+    report = explain(target.fn, backend=args.backend)(*target.args, **target.kwargs)
     print(report)
     if args.guards:
         for e in report.entries:
