@@ -59,7 +59,7 @@ def clones_inputs(gm, example_inputs):
     Correct for inputs that do not share memory; wrong when two inputs view one buffer
     and the graph writes through one of them: the other copy never sees the write."""
     def run(*args):
-        private = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+        private = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]  # autograd kept
         out = gm(*private)
         with torch.no_grad():
             for real, mine in zip(args, private):

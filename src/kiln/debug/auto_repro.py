@@ -153,7 +153,8 @@ def _make_repro(gm: torch.fx.GraphModule, inputs: InputSet, backend_fn: Callable
                                   out_dir=config.repro_dir or os.path.join(os.getcwd(), "kiln_repros"),
                                   graph_index=len(written), title=f"{graph_name} (written automatically, "
                                                                   f"repro_after={config.repro_after!r})",
-                                  time_limit=60.0)
+                                  time_limit=60.0, file_stem="repro_" + "".join(
+                                      c if c.isalnum() else "_" for c in graph_name))
         written.append(result.path)
         warnings.warn(f"kiln: {graph_name} fails ({result.reason}); minified repro ({result.ops} op(s)) "
                       f"written to {result.path}", ReproWrittenWarning, stacklevel=2)

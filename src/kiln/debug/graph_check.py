@@ -136,8 +136,9 @@ def _run(fn: Callable, inputs: InputSet, training: bool, *, float64: bool, indep
     if training:
         loss = cotangent_loss(out)
         if loss is not None and leaves:
-            grads = torch.autograd.grad(loss, leaves, allow_unused=True)
-            result["grad"] = [g for g in grads]
+            result["grad"] = list(torch.autograd.grad(loss, leaves, allow_unused=True))
+        else:  # nothing to differentiate: every gradient is missing (compared as such)
+            result["grad"] = [None] * len(leaves)
     return result
 
 

@@ -125,8 +125,10 @@ def find_failure(fn: Callable, args: tuple, kwargs: dict | None, *, backend: Any
 
 def minify_graph(gm: torch.fx.GraphModule, inputs, failure: Failure, *, backend: Any, accuracy: bool,
                  training: bool, out_dir: str | None, graph_index: int, title: str,
-                 time_limit: float = 150.0, progress: Callable[[str], None] | None = None) -> MinifyResult:
-    """Step 4: shrink one failing graph and write its repro into ``out_dir``."""
+                 time_limit: float = 150.0, progress: Callable[[str], None] | None = None,
+                 file_stem: str | None = None) -> MinifyResult:
+    """Step 4: shrink one failing graph and write its repro into ``out_dir``
+    (as ``<file_stem>_<time>.py``, by default ``repro_graph<graph_index>_<time>.py``)."""
     start = time.monotonic()
     backend_fn = lookup(backend)
     original_ops = _ops(gm)
@@ -138,7 +140,7 @@ def minify_graph(gm: torch.fx.GraphModule, inputs, failure: Failure, *, backend:
     source = render_repro(small_gm, small_inputs, backend=backend, accuracy=accuracy, training=training,
                           reason=kept.reason, kind=kept.kind, exc_type=kept.exc_type, title=title)
     reproduces = _reproduces(source, backend_fn, failure, accuracy=accuracy, training=training)
-    path = _write(source, out_dir, graph_index)
+    path = _write(source, out_dir, file_stem or f"repro_graph{graph_index}")
     return MinifyResult(path, kept.reason, graph_index, _ops(small_gm), original_ops, checks=checks,
                         seconds=time.monotonic() - start, timed_out=timed_out, code=small_gm.code,
                         reproduces=reproduces)
@@ -184,15 +186,15 @@ def _reproduces(source: str, backend_fn: Callable, failure: Failure, *, accuracy
     return failure.same_kind(verdict.failure)
 
 
-def _write(source: str, out_dir: str | None, graph_index: int) -> str:
+def _write(source: str, out_dir: str | None, stem: str) -> str:
     out_dir = out_dir or os.path.join(os.getcwd(), "kiln_repros")
     os.makedirs(out_dir, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = os.path.join(out_dir, f"repro_graph{graph_index}_{stamp}.py")
+    path = os.path.join(out_dir, f"{stem}_{stamp}.py")
     n = 1
     while os.path.exists(path):
         n += 1
-        path = os.path.join(out_dir, f"repro_graph{graph_index}_{stamp}_{n}.py")
+        path = os.path.join(out_dir, f"{stem}_{stamp}_{n}.py")
     with open(path, "w") as f:
         f.write(source)
     return path

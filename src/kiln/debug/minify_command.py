@@ -7,6 +7,8 @@ name or ``module:attr``.  Exit status: 0 if nothing fails, 1 if a repro was writ
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 import time
 from typing import Any, Callable
 
@@ -28,13 +30,16 @@ def add_arguments(parser) -> None:
 
 
 def resolve_backend(text: str) -> Any:
-    """A registered name stays a name; ``module:attr`` is imported."""
+    """A registered name stays a name; ``module:attr`` is imported (the current directory
+    is searched first, as ``python -m`` would)."""
     from ..cli import UsageError  # function-level: cli imports this module
     if ":" not in text:
         if text not in list_backends():
             raise UsageError(f"unknown backend {text!r}; known: {', '.join(list_backends())} (or module:attr)")
         return text
     module, _, attr = text.partition(":")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())   # as `python -m` would: modules in the current directory
     try:
         obj: Any = importlib.import_module(module)
         for part in attr.split("."):

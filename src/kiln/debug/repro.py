@@ -26,6 +26,7 @@ import builtins
 import importlib
 import math
 import os
+import re
 import sys
 import types
 from typing import Any, Sequence
@@ -104,7 +105,8 @@ def render_repro(gm: torch.fx.GraphModule, inputs: InputSet, *, backend: Any, ac
                  reason: str, kind: str, exc_type: str | None, title: str) -> str:
     """The text of a repro script (see the module docstring)."""
     code = gm.graph.python_code("self")
-    imports = _global_imports(code.globals)
+    imports = _global_imports({k: v for k, v in code.globals.items()
+                               if re.search(rf"\b{re.escape(k)}\b", code.src)})
     ref = backend_ref(backend)
     forward = "\n".join("    " + line if line.strip() else "" for line in code.src.strip("\n").splitlines())
     aliasing = inputs.aliasing_summary()
