@@ -134,11 +134,13 @@ def _run(fn: Callable, inputs: InputSet, training: bool, *, float64: bool, indep
     result = {"output": _as_list(out),
               "input": [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]}
     if training:
+        names = inputs.leaf_names(independent=independent)
         loss = cotangent_loss(out)
         if loss is not None and leaves:
-            result["grad"] = list(torch.autograd.grad(loss, leaves, allow_unused=True))
+            grads = list(torch.autograd.grad(loss, leaves, allow_unused=True))
         else:  # nothing to differentiate: every gradient is missing (compared as such)
-            result["grad"] = [None] * len(leaves)
+            grads = [None] * len(leaves)
+        result["grad"] = dict(zip(names, grads))
     return result
 
 
@@ -158,10 +160,10 @@ def _reason(report: AccuracyReport) -> str:
 
 def short_path(text: str) -> str:
     """``result.output[0]...`` reads better as ``output 0...``."""
-    return _PATH.sub(lambda m: f"{m.group(1)} {m.group(2)}", text)
+    return _PATH.sub(lambda m: f"{m.group(1)} {m.group(2)}" if m.group(1) else f"grad of {m.group(4)}", text)
 
 
-_PATH = re.compile(r"result\.(output|input|grad)\[(\d+)\]")
+_PATH = re.compile(r"result\.(output|input)\[(\d+)\]|result\.(grad)(?:\.|\[)([^\]:\s]+)\]?")
 
 
 def _root_type(e: BaseException) -> str:

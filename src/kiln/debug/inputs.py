@@ -173,6 +173,20 @@ class InputSet:
                 out.append(base.as_strided(spec.shape, spec.stride, spec.offset))
         return out, leaves
 
+    def leaf_names(self, *, independent: bool = False) -> list[str]:
+        """Names for the leaves :meth:`build` returns, in the same order: the first input
+        of each storage that needs a gradient (every such input when ``independent``)."""
+        names = []
+        for k in range(len(self.storages)):
+            members = [s for s in self.inputs if isinstance(s, TensorInput) and s.storage == k]
+            if independent:
+                names += [m.name for m in members if m.requires_grad]
+            elif any(m.requires_grad for m in members):
+                names.append(members[0].name)
+        if independent:   # _build_independent walks inputs in order, not storages
+            names = [s.name for s in self.inputs if isinstance(s, TensorInput) and s.requires_grad]
+        return names
+
     def _build_independent(self, float64: bool) -> tuple[list[Any], list[torch.Tensor]]:
         shared, _ = InputSet(self.storages, [replace(s, requires_grad=False) if isinstance(s, TensorInput) else s
                                              for s in self.inputs]).build(float64=float64)
