@@ -12,7 +12,8 @@ repro's verdict is the minifier's verdict.  For a graph and an :class:`InputSet`
 
 Compared: every output, every input after the call (so in-place writes count), and with
 ``training=True`` the gradients reaching the inputs' leaves from a fixed random
-cotangent on every floating output (the same cotangent in all three runs).
+cotangent on every floating output (the same cotangent in all three runs).  Each run
+starts from the same random seed, so random ops (dropout) draw alike.
 
 A failure is a crash (the backend raised, while compiling, running or in backward) or
 an accuracy failure.  If eager itself raises, the case is ``invalid``: it is not a
@@ -20,6 +21,7 @@ program, so it says nothing about the backend.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ import torch.utils._pytree as pytree
 from .accuracy import AccuracyReport, compare
 from .inputs import InputSet
 
-__all__ = ["Failure", "Verdict", "check_graph", "copy_graph_module", "cotangent_loss", "short_path"]
+__all__ = ["Failure", "Verdict", "check_graph", "copy_graph_module", "cotangent_loss", "seeded", "short_path"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,15 @@ def copy_graph_module(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     for node in gm.graph.nodes:
         env[node] = graph.node_copy(node, lambda n: env[n])
     return torch.fx.GraphModule(gm, graph, class_name=type(gm).__name__)
+
+
+@contextlib.contextmanager
+def seeded(seed: int = 0):
+    """Every run starts from the same generator state, so a graph with dropout draws the
+    same mask eagerly and compiled; the caller's generator state is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 def cotangent_loss(outputs: Any) -> torch.Tensor | None:
@@ -130,7 +141,8 @@ def _unboxed(fn: Callable) -> Callable:
 
 def _run(fn: Callable, inputs: InputSet, training: bool, *, float64: bool, independent: bool) -> dict:
     args, leaves = inputs.build(float64=float64, independent=independent)
-    out = fn(*args)
+    with seeded():
+        out = fn(*args)
     result = {"output": _as_list(out),
               "input": [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]}
     if training:

@@ -25,7 +25,7 @@ import torch.utils._pytree as pytree
 
 from .. import api
 from .accuracy import fp64_copy
-from .graph_check import copy_graph_module, cotangent_loss
+from .graph_check import copy_graph_module, cotangent_loss, seeded
 from .inputs import InputSet
 
 __all__ = ["GraphRecord", "RecordingBackend", "run_end_to_end", "ArgTemplate"]
@@ -119,7 +119,8 @@ def run_end_to_end(fn: Callable, template: ArgTemplate, *, backend: Callable | N
     grad_mode = torch.enable_grad if training else torch.no_grad
     with warnings.catch_warnings(), grad_mode():
         warnings.simplefilter("ignore")
-        out = target(*args, **kwargs)
+        with seeded():
+            out = target(*args, **kwargs)
         result: dict[str, Any] = {"output": out, "args": [a for a in pytree.tree_leaves((args, kwargs))
                                                           if isinstance(a, torch.Tensor)]}
         if training:
