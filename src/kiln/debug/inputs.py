@@ -156,9 +156,11 @@ class InputSet:
             members = [s for s in self.inputs if isinstance(s, TensorInput) and s.storage == k]
             data = _convert(storage.make(), float64)
             if any(m.requires_grad for m in members):
+                whole_leaf = len(members) == 1 and members[0].is_leaf and members[0].covers(storage)
+                if whole_leaf:   # the input itself is the leaf (a parameter), with its own shape
+                    data = data.view(members[0].shape)
                 leaf = data.requires_grad_(True)
                 leaves.append(leaf)
-                whole_leaf = len(members) == 1 and members[0].is_leaf and members[0].covers(storage)
                 data = leaf if whole_leaf else leaf.clone()
             bases.append(data)
         out: list[Any] = []
