@@ -196,3 +196,28 @@ def test_value_miscompile_in_bert(tmp_path):
     assert result.ops <= 5 and result.original_ops >= 40
     assert "gelu" in repro_text(result)
     assert_repro_blames_backend(result.path)
+
+
+def test_wrong_result_but_no_graph_wrong_alone(tmp_path):
+    import kiln
+
+    def f(x):
+        for _ in range(3):
+            x = torch.tanh(x) * 2
+            kiln.graph_break()       # the loop body after the break is one graph, called 3 times
+        return x
+
+    result = minify(f, (torch.randn(4),), backend=planted.wrong_after_first_call, out_dir=str(tmp_path))
+    assert result.path is None
+    assert "no graph is wrong on its own" in result.reason and "between graphs" in result.reason
+    assert not list(tmp_path.iterdir())
+
+
+def test_dropout_in_training_compares_like_with_like(tmp_path):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 4)).train()
+    x = torch.randn(5, 8)
+    state = torch.get_rng_state()
+    result = minify(net, (x,), backend="aot_eager", training=True, out_dir=str(tmp_path))
+    assert result.path is None and result.reason.startswith("nothing fails"), result
+    assert torch.equal(torch.get_rng_state(), state)     # the caller's generator is untouched

@@ -149,7 +149,7 @@ class Shrinker:
         return self.timed_out
 
     def fails(self, cand: Candidate) -> bool:
-        if not cand.kept or not cand.outputs and not self._mutates(cand):
+        if not cand.kept or (not cand.outputs and not self._mutates(cand)):
             return False
         if cand in self.cache:
             return self.cache[cand]
@@ -278,12 +278,14 @@ def _is_inplace(node: torch.fx.Node) -> bool:
 
 
 def shrink_sizes(case: GraphCase, cand: Candidate, backend: Callable, failure: Failure, *, accuracy: bool,
-                 deadline: float) -> tuple[torch.fx.GraphModule, InputSet]:
-    """Pass 4: halve shared sizes while the failure survives (see the module docstring)."""
+                 deadline: float) -> tuple[torch.fx.GraphModule, InputSet, int]:
+    """Pass 4: halve shared sizes while the failure survives (see the module docstring).
+    Returns the graph, its inputs and the number of checks run."""
     built = case.build(cand)
     assert built is not None
     gm, inputs = built
     tried: set[int] = set()
+    checks = 0
     while time.monotonic() < deadline:
         sizes = _candidate_sizes(inputs, tried)
         if not sizes:
@@ -293,11 +295,12 @@ def shrink_sizes(case: GraphCase, cand: Candidate, backend: Callable, failure: F
         smaller = _halve(gm, inputs, size)
         if smaller is None:
             continue
+        checks += 1
         verdict: Verdict = check_graph(smaller[0], smaller[1], backend, accuracy=accuracy, training=case.training)
         if failure.same_kind(verdict.failure):
             gm, inputs = smaller
-            tried.discard(size // 2)
-    return gm, inputs
+            tried.discard(size // 2)   # the new size may be halved again
+    return gm, inputs, checks
 
 
 def _candidate_sizes(inputs: InputSet, tried: set[int]) -> list[int]:
@@ -370,5 +373,6 @@ def shrink(case: GraphCase, backend: Callable, failure: Failure, *, accuracy: bo
     cand = shrinker.run(case.full())
     if progress:
         progress(f"{len(cand.kept)} ops: shrinking sizes")
-    gm, inputs = shrink_sizes(case, cand, backend, failure, accuracy=accuracy, deadline=deadline)
-    return gm, inputs, shrinker.checks, shrinker.timed_out
+    gm, inputs, size_checks = shrink_sizes(case, cand, backend, failure, accuracy=accuracy, deadline=deadline)
+    timed_out = shrinker.timed_out or time.monotonic() >= deadline
+    return gm, inputs, shrinker.checks + size_checks, timed_out
