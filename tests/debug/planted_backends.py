@@ -99,3 +99,11 @@ def wrong_after_first_call(gm, example_inputs):
             return out
         return tuple(o * 1.01 if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in out)
     return run
+
+
+def returns_copies(gm, example_inputs):
+    """Values right, aliasing wrong: every output comes back as a fresh copy, so an output
+    that is a view of an input in eager (``x.contiguous().view(...)``) is not one here."""
+    def run(*args):
+        return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in gm(*args))
+    return run

@@ -99,3 +99,11 @@ def test_bisect_inductor_stages_nothing_fails():
     assert result.graph_index is None
     assert [name for name, _ in result.stages] == ["aot_eager", "aot_eager + inductor decompositions", "inductor"]
     assert not any(failing for _, failing in result.stages)
+
+
+def test_bisect_second_seed_output_aliasing():
+    from tests.debug.test_minify import SeedModel
+    torch.manual_seed(1)
+    result = bisect(SeedModel(), (torch.randn(1024, 16),), backend=planted.returns_copies, training=True)
+    assert result.graphs == 3 and result.graph_index == 1
+    assert result.op == "view"      # Kiln drops the no-op contiguous(): the view is what is returned

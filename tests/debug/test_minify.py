@@ -221,3 +221,38 @@ def test_dropout_in_training_compares_like_with_like(tmp_path):
     result = minify(net, (x,), backend="aot_eager", training=True, out_dir=str(tmp_path))
     assert result.path is None and result.reason.startswith("nothing fails"), result
     assert torch.equal(torch.get_rng_state(), state)     # the caller's generator is untouched
+
+
+class SeedModel(torch.nn.Module):
+    """The second seed's shape: a graph of its own returns ``h.contiguous().view(1, 1024, -1)``,
+    a view of its input, and the caller writes into that output in a training step."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, inp):
+        import kiln
+        h = self.proj(inp)
+        kiln.graph_break()
+        y = h.contiguous().view(1, 1024, -1)
+        kiln.graph_break()
+        y.mul_(2).add_(0.5)              # through y, h changes too
+        return self.head(torch.tanh(h)).sum() + y.pow(2).mean()
+
+
+def test_output_aliasing_bug_of_the_second_seed(tmp_path):
+    """Values right, aliasing wrong: the backend returns copies.  Each output's values
+    match eager, so a value-only minifier finds nothing; the aliasing check does."""
+    torch.manual_seed(1)
+    inp = torch.randn(1024, 16)
+    result = timed_minify(SeedModel(), (inp,), backend=planted.returns_copies, training=True, out_dir=str(tmp_path))
+    assert result.path is not None, result
+    assert result.graph_index == 1
+    assert result.ops <= 2
+    assert "shares memory with h in eager but with no input when compiled" in result.reason
+    assert_repro_blames_backend(result.path)
+    rc, out = run_repro(result.path, "--backend", "aot_eager")   # aot_eager keeps the view: passes
+    assert rc == 0, out

@@ -30,7 +30,7 @@ import torch.fx
 from torch.fx.passes.split_module import split_module
 
 from ..backends import lookup
-from ..backends._aot import GradSpecialized, boxed
+from ..backends._aot import GradSpecialized, boxed, tuple_output_graph
 from .accuracy import compare
 from .record import ArgTemplate, RecordingBackend, run_end_to_end
 
@@ -196,16 +196,19 @@ def _partly_compiled(gm: torch.fx.GraphModule, backend_fn: Callable, lo: int, hi
 
 
 class _CompileOnFirstCall(torch.nn.Module):
-    """A piece of a split graph, compiled by the backend with the real arguments of its first call."""
+    """A piece of a split graph, compiled by the backend with the real arguments of its
+    first call.  ``split_module`` pieces may return a bare value; backends are given what
+    Kiln gives them, a graph returning a flat tuple, and the piece's result is rebuilt."""
 
     def __init__(self, gm: torch.fx.GraphModule, backend_fn: Callable):
         super().__init__()
-        self.piece, self.backend_fn, self.compiled = gm, backend_fn, None
+        self.piece, self.rebuild = tuple_output_graph(gm)
+        self.backend_fn, self.compiled = backend_fn, None
 
     def forward(self, *args):
         if self.compiled is None:
             self.compiled = self.backend_fn(self.piece, list(args))
-        return self.compiled(*args)
+        return self.rebuild(self.compiled(*args))
 
 
 def _first_failing_stage(prober: _Prober, stages: list[tuple[str, Callable]]) -> tuple[list[tuple[str, bool]], str | None]:

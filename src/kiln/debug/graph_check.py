@@ -15,8 +15,10 @@ Compared: every output, every input after the call (so in-place writes count), a
 cotangent on every floating output (the same cotangent in all three runs).  Each run
 starts from the same random seed, so random ops (dropout) draw alike.
 
-A failure is a crash (the backend raised, while compiling, running or in backward) or
-an accuracy failure.  If eager itself raises, the case is ``invalid``: it is not a
+A failure is a crash (the backend raised, while compiling, running or in backward), an
+accuracy failure, or (values right) an aliasing failure: an output that is a view of an
+input in eager but a copy when compiled, or the reverse, which breaks a caller that
+writes into the output in place (the second seed).  If eager itself raises, the case is ``invalid``: it is not a
 program, so it says nothing about the backend.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from .accuracy import AccuracyReport, compare
+from .aliasing import aliasing_of
 from .inputs import InputSet
 
 __all__ = ["Failure", "Verdict", "check_graph", "copy_graph_module", "cotangent_loss", "seeded", "short_path"]
@@ -126,10 +129,36 @@ def check_graph(gm: torch.fx.GraphModule, inputs: InputSet, backend: Callable, *
                 reference = _run(gm, inputs, training, float64=True, independent=independent)
         except Exception:
             reference = None  # a dtype baked into the graph: compare with eager directly
+    expected_aliases, actual_aliases = expected.pop("aliases"), actual.pop("aliases")
+    if reference is not None:
+        reference.pop("aliases")
     report = compare(expected, actual, reference, name="result")
-    if report.ok:
-        return Verdict(report=report)
-    return Verdict(Failure("accuracy", _reason(report)), report=report)
+    if not report.ok:
+        return Verdict(Failure("accuracy", _reason(report)), report=report)
+    problem = _aliasing_problem(expected_aliases, actual_aliases, inputs)
+    if problem is not None:
+        return Verdict(Failure("aliasing", problem), report=report)
+    return Verdict(report=report)
+
+
+def _aliasing_problem(expected: dict, actual: dict, inputs: InputSet) -> str | None:
+    """The first output that shares memory with different inputs eagerly and compiled.
+
+    A caller that writes into such an output in place (the second seed does) changes the
+    input in eager and not when compiled, or the other way round.  (Outputs that are views
+    of *other outputs* are not compared: Kiln's glue re-aliases those itself.)"""
+    names = [spec.name or f"input {i}" for i, spec in enumerate(inputs.inputs)]
+
+    def readable(paths: tuple[str, ...]) -> str:
+        found = [names[int(p[len("input["):-1])] for p in paths if p.startswith("input[") and p.endswith("]")]
+        return ", ".join(found) if found else "no input"
+
+    for path in sorted(set(expected) | set(actual)):
+        e, a = expected.get(path, ()), actual.get(path, ())
+        if e != a:
+            return (f"{short_path('result.' + path)} shares memory with {readable(e)} in eager "
+                    f"but with {readable(a)} when compiled")
+    return None
 
 
 def _unboxed(fn: Callable) -> Callable:
@@ -144,7 +173,8 @@ def _run(fn: Callable, inputs: InputSet, training: bool, *, float64: bool, indep
     with seeded():
         out = fn(*args)
     result = {"output": _as_list(out),
-              "input": [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]}
+              "input": [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args],
+              "aliases": aliasing_of(args, _as_list(out))[0]}
     if training:
         names = inputs.leaf_names(independent=independent)
         loss = cotangent_loss(out)
