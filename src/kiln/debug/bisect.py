@@ -224,10 +224,10 @@ def _first_failing_stage(prober: _Prober, stages: list[tuple[str, Callable]]) ->
 def aot_eager_inductor_decompositions(gm: torch.fx.GraphModule, example_inputs):
     """``aot_eager`` with inductor's decomposition table: the graphs inductor would lower,
     run by eager kernels.  Wrong here but right under plain ``aot_eager``: a decomposition."""
-    # function-level: importing inductor costs seconds and only this stage needs it
-    from torch._functorch import config as functorch_config
-    from torch._functorch.aot_autograd import aot_module_simplified
-    from torch._inductor.decomposition import select_decomp_table
+    # function-level imports: AOTAutograd and inductor cost seconds; only this stage needs them
+    from torch._functorch import config as functorch_config  # cost (see above)
+    from torch._functorch.aot_autograd import aot_module_simplified  # cost (see above)
+    from torch._inductor.decomposition import select_decomp_table  # cost (see above)
 
     def compile_flat(flat_gm, inputs):
         with functorch_config.patch(force_non_lazy_backward_lowering=True):

@@ -7,6 +7,10 @@ defines one — a tuple of positional arguments, or (args, kwargs) — else with
 """
 from __future__ import annotations
 
+from ..cli import UsageError
+from .explain import explain
+from .script_target import TargetError, load_target
+
 HELP = "explain what Kiln captures for a function: graphs, graph breaks, guards"
 
 
@@ -17,9 +21,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..cli import UsageError
-    from .explain import explain
-    from .script_target import TargetError, load_target
     try:
         target = load_target(args.target, "__kiln_explain__")
     except TargetError as e:

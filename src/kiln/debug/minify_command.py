@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable
 
 from ..backends.registry import list_backends
+from ..cli import UsageError
 from .minify import minify
 from .script_target import TargetError, load_target
 
@@ -32,7 +33,6 @@ def add_arguments(parser) -> None:
 def resolve_backend(text: str) -> Any:
     """A registered name stays a name; ``module:attr`` is imported (the current directory
     is searched first, as ``python -m`` would)."""
-    from ..cli import UsageError  # function-level: cli imports this module
     if ":" not in text:
         if text not in list_backends():
             raise UsageError(f"unknown backend {text!r}; known: {', '.join(list_backends())} (or module:attr)")
@@ -77,7 +77,6 @@ class Progress:
 
 
 def load(args, run_name: str):
-    from ..cli import UsageError  # function-level: cli imports this module
     try:
         return load_target(args.target, run_name)
     except TargetError as e:
