@@ -256,3 +256,24 @@ def test_output_aliasing_bug_of_the_second_seed(tmp_path):
     assert_repro_blames_backend(result.path)
     rc, out = run_repro(result.path, "--backend", "aot_eager")   # aot_eager keeps the view: passes
     assert rc == 0, out
+
+
+@pytest.mark.slow
+def test_no_false_failures_under_aot_eager(tmp_path):
+    """A minifier that reports bugs that are not there is worse than none: a correct
+    backend on models with batch norm in training, dropout, and a KV cache object in
+    the output (compared through its tensors, not by identity) gives nothing."""
+    from tests.models import hf_configs
+    torch.manual_seed(0)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 2)).train()
+    gpt2 = hf_configs.gpt2().eval()
+    gpt2_args, gpt2_kwargs = hf_configs.inputs("gpt2", 2)
+    bert = hf_configs.bert().train()
+    bert_args, bert_kwargs = hf_configs.inputs("bert", 2)
+    for fn, args, kwargs, training in [(conv, (torch.randn(4, 3, 10, 10),), {}, True),
+                                       (gpt2, gpt2_args, gpt2_kwargs, False),
+                                       (bert, bert_args, bert_kwargs, True)]:
+        result = minify(fn, args, kwargs, backend="aot_eager", training=training, out_dir=str(tmp_path))
+        assert result.path is None and result.reason.startswith("nothing fails"), result
+    assert not list(tmp_path.iterdir())

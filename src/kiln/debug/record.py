@@ -24,6 +24,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from .. import api
+from ._tree import children
 from .accuracy import fp64_copy
 from .graph_check import copy_graph_module, cotangent_loss, seeded
 from .inputs import InputSet
@@ -132,5 +133,29 @@ def run_end_to_end(fn: Callable, template: ArgTemplate, *, backend: Callable | N
                 names = [n for n, p in params.items() if p.requires_grad] + [f"arg{i}" for i in range(len(leaves))]
                 result["grad"] = dict(zip(names, grads))
     result["args"] = [a.detach() for a in result["args"]]
+    result["output"] = comparable(result["output"])
     return result
+
+
+def comparable(obj: Any, depth: int = 0) -> Any:
+    """``obj`` with opaque objects opened up, for comparing two runs.
+
+    Objects that compare by identity (no ``__eq__`` of their own, e.g. transformers'
+    ``DynamicCache``) are never equal across two runs, which would report every such model
+    as wrong.  They are replaced by their type name and their attributes (so the tensors a
+    cache holds are still compared), to a limited depth."""
+    if obj is None or isinstance(obj, (torch.Tensor, bool, int, float, complex, str, bytes, torch.dtype)):
+        return obj
+    kids = children(obj)
+    if kids is not None:
+        if isinstance(obj, (tuple, list)) and not hasattr(obj, "_fields"):
+            return type(obj)(comparable(v, depth + 1) for v in obj)
+        return {k: comparable(v, depth + 1) for k, v in kids}
+    if type(obj).__eq__ is not object.__eq__:
+        return obj
+    attributes = getattr(obj, "__dict__", None)
+    if not attributes or depth >= 6:
+        return f"<{type(obj).__qualname__}>"
+    return {"type": f"<{type(obj).__qualname__}>",
+            **{k: comparable(v, depth + 1) for k, v in attributes.items() if not k.startswith("__")}}
 
