@@ -102,3 +102,20 @@ def test_bad_settings_are_clear_errors():
         kiln.config.repro_after = "always"
     with pytest.raises(TypeError, match="repro_level must be a str"):
         kiln.config.repro_level = True
+
+
+def test_environment_variables_write_a_repro_in_a_normal_run(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import torch, kiln\n"
+        "from tests.debug.planted_backends import crashes_on_sigmoid\n"
+        "f = kiln.compile(lambda x: torch.sigmoid(x * 2).sum(), backend=crashes_on_sigmoid)\n"
+        "print(float(f(torch.ones(3))))\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, KILN_REPRO="capture", KILN_REPRO_DIR=str(tmp_path / "repros"), PYTHONPATH=root)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == pytest.approx(3 * torch.sigmoid(torch.tensor(2.0)).item())
+    (path,) = (tmp_path / "repros").iterdir()
+    assert "ReproWrittenWarning" in out.stderr and str(path) in out.stderr
+    assert_repro_blames_backend(str(path))
