@@ -119,3 +119,22 @@ def test_environment_variables_write_a_repro_in_a_normal_run(tmp_path):
     (path,) = (tmp_path / "repros").iterdir()
     assert "ReproWrittenWarning" in out.stderr and str(path) in out.stderr
     assert_repro_blames_backend(str(path))
+
+
+@pytest.mark.slow
+def test_aot_level_inductor_writes_nothing_for_a_correct_graph(repro_dir):
+    """Inductor's inner compiler cannot run outside compile_fx: its graphs are checked with
+    the whole inductor backend, so a correct run must not produce a (false) repro."""
+    kiln.config.repro_after = "aot"
+    kiln.config.repro_level = "accuracy"
+
+    def f(x):
+        return torch.nn.functional.gelu(x.tanh() + 1).sum(-1)
+
+    x = torch.randn(8, 8, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = kiln.compile(f, backend="inductor")(x)
+        out.sum().backward()
+    torch.testing.assert_close(out, f(x))
+    assert written_repros(repro_dir) == [] and auto_repro.written == []

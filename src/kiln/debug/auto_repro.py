@@ -13,7 +13,9 @@ With ``repro_after = "aot"`` the same happens one level down, on the forward and
 graphs that ``aot_eager``, ``aten`` and ``inductor`` hand to their inner compilers
 (``kiln.backends._aot.INNER_COMPILER_WRAPPERS``).  Those compilers only ever see fake
 tensors, so the repro's inputs have the recorded layout and seeded random values, and the
-accuracy check runs at compile time on those.
+accuracy check runs at compile time on those.  Inductor's inner compiler cannot run
+outside inductor's own set-up, so its graphs are checked, minified and replayed with the
+whole ``inductor`` backend.
 
 The lower layers only hold lists of wrappers; :func:`install` (run when ``kiln.debug``
 is imported) registers the two wrappers here.  Each reads the config when a graph is
@@ -30,9 +32,10 @@ from typing import Callable
 
 import torch
 import torch.fx
+from torch._guards import tracing
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from ..backends import _aot, policy
+from ..backends import _aot, lookup, policy
 from ..config import config
 from .graph_check import Failure, check_graph, copy_graph_module
 from .inputs import InputSet
@@ -114,6 +117,11 @@ def _wrap_inner_compiler(compiler: Callable, backend_name: str, which: str) -> C
     if config.repro_after != "aot" or not _idle():
         return compiler
 
+    # inductor's compile_fx_inner only works inside compile_fx's own set-up; its graphs are
+    # checked and minified with the whole inductor backend, which lowers an ATen graph the
+    # same way (a crash that does not come back that way is reported, not written)
+    checker = lookup("inductor") if backend_name == "inductor" else compiler
+
     def compile_and_watch(gm: torch.fx.GraphModule, example_inputs, *args, **kwargs):
         names = _placeholder_names(gm)
         original = copy_graph_module(gm)
@@ -122,10 +130,10 @@ def _wrap_inner_compiler(compiler: Callable, backend_name: str, which: str) -> C
         try:
             compiled = compiler(gm, example_inputs, *args, **kwargs)
         except Exception:
-            _make_repro(original, inputs, compiler, label, crash=True)
+            _make_repro(original, inputs, checker, label, crash=True)
             raise
         if config.repro_level == "accuracy":
-            _make_repro(original, inputs, compiler, label, crash=False)
+            _make_repro(original, inputs, checker, label, crash=False)
         return compiled
 
     compile_and_watch.__name__ = getattr(compiler, "__name__", "inner_compiler")
@@ -141,7 +149,7 @@ def _make_repro(gm: torch.fx.GraphModule, inputs: InputSet, backend_fn: Callable
         return None
     _busy.on = True
     try:
-        with _outside_fake_mode():
+        with _outside_fake_mode(), tracing(None):   # a clean slate: no fake mode, no tracing context
             verdict = check_graph(gm, inputs, backend_fn, accuracy=not crash, training=training)
             failure: Failure | None = verdict.failure
             if failure is None:
