@@ -26,7 +26,8 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "kiln.bench.command",
     "explain": "kiln.debug.explain_command",
     "report": "kiln.report.command",
-    # "minify": "kiln.debug.minify_command",     # added by its owner
+    "minify": "kiln.debug.minify_command",
+    "bisect": "kiln.debug.bisect_command",
 }
 
 

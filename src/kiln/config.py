@@ -5,6 +5,8 @@ typo or a wrong type is a clear error, not a silently ignored setting.  Environm
 variables named ``KILN_<FIELD>`` (upper case) set the initial values (``KILN_TRACE_DIR=dir``
 turns the structured trace on), and
 ``KILN_LOGS=graph,guards,code,breaks,recompiles`` turns on the printed logs.
+``KILN_REPRO=capture|aot`` (``repro_after``) and ``KILN_REPRO_LEVEL=error|accuracy``
+(``repro_level``) make Kiln write a minified repro script when a backend fails.
 """
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ import os
 from dataclasses import dataclass, field, fields
 
 LOG_KINDS = ("graph", "guards", "code", "breaks", "recompiles", "bytecode")
+#: the allowed values of the string settings
+CHOICES = {"repro_after": ("", "capture", "aot"), "repro_level": ("error", "accuracy")}
+#: environment variables with names other than KILN_<FIELD>
+ENV_ALIASES = {"repro_after": "KILN_REPRO"}
 
 
 @dataclass
@@ -34,6 +40,14 @@ class Config:
     automatic_dynamic_shapes: bool = True
     #: write the structured trace (kiln.trace, read by ``kiln report``) into this directory; "" is off
     trace_dir: str = ""
+    #: write a minified repro when a backend fails: "" (never), "capture" (on the graphs
+    #: Kiln captures) or "aot" (on the forward/backward graphs AOT backends compile)
+    repro_after: str = ""
+    #: what counts as failing for repro_after: "error" (the backend raises) or "accuracy"
+    #: (also a graph whose values differ from eager by more than eager's own noise)
+    repro_level: str = "error"
+    #: where automatic repros are written ("" means ./kiln_repros)
+    repro_dir: str = ""
 
     def __setattr__(self, name, value):
         known = {f.name: f for f in fields(Config)}
@@ -53,6 +67,10 @@ class Config:
                 value = os.fspath(value)
             if expected is int and value < 0:
                 raise ValueError(f"kiln.config.{name} must be >= 0, got {value}")
+            if expected is str and not isinstance(value, str):
+                raise TypeError(f"kiln.config.{name} must be a str, got {type(value).__name__}")
+            if name in CHOICES and value not in CHOICES[name]:
+                raise ValueError(f"kiln.config.{name} must be one of {CHOICES[name]}, got {value!r}")
         object.__setattr__(self, name, value)
 
     def log_enabled(self, kind: str) -> bool:
@@ -72,6 +90,8 @@ def _parse_logs(value) -> frozenset:
 def _from_environment(cfg: Config) -> Config:
     for f in fields(Config):
         raw = os.environ.get(f"KILN_{f.name.upper()}")
+        if raw is None and f.name in ENV_ALIASES:
+            raw = os.environ.get(ENV_ALIASES[f.name])
         if raw is None:
             continue
         if f.name == "logs":
@@ -81,7 +101,7 @@ def _from_environment(cfg: Config) -> Config:
         elif isinstance(getattr(cfg, f.name), int):
             cfg.__setattr__(f.name, int(raw))
         elif isinstance(getattr(cfg, f.name), str):
-            cfg.__setattr__(f.name, raw)
+            cfg.__setattr__(f.name, raw.strip())
     return cfg
 
 

@@ -31,6 +31,19 @@ from torch._guards import TracingContext, tracing
 
 from kiln.exc import BackendError
 
+#: Functions ``wrap(compiler, backend_name, which) -> compiler`` applied in order to the
+#: inner graph compilers AOTAutograd calls (``which`` is "forward" or "backward").  A
+#: higher layer (the automatic repro writer in ``kiln.debug``) registers here; this
+#: module never imports it.  A wrapper with nothing to do returns ``compiler``.
+INNER_COMPILER_WRAPPERS: list[Callable[[Callable, str, str], Callable]] = []
+
+
+def wrap_inner_compiler(compiler: Callable, backend_name: str, which: str) -> Callable:
+    """``compiler`` passed through every registered INNER_COMPILER_WRAPPERS entry."""
+    for wrap in INNER_COMPILER_WRAPPERS:
+        compiler = wrap(compiler, backend_name, which)
+    return compiler
+
 
 def tuple_output_graph(gm: torch.fx.GraphModule):
     """Return ``(graph_module, rebuild)`` where the graph module returns a flat tuple.
@@ -124,8 +137,9 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
             with functorch_config.patch(force_non_lazy_backward_lowering=True, backward_pass_autocast="off"):
                 return aot_module_simplified(
                     flat_gm, inputs,
-                    fw_compiler=fw_compiler,
-                    bw_compiler=_no_random_in_backward(bw_compiler or fw_compiler),
+                    fw_compiler=wrap_inner_compiler(fw_compiler, backend_name, "forward"),
+                    bw_compiler=_no_random_in_backward(
+                        wrap_inner_compiler(bw_compiler or fw_compiler, backend_name, "backward")),
                     keep_inference_input_mutations=keep_inference_input_mutations,
                 )
         except BackendError:

@@ -18,14 +18,14 @@ aliasing behave as under ``aot_eager``.  Three adaptations:
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx
 
 from kiln.exc import BackendError
 
-from ._aot import GradSpecialized, first_line
+from ._aot import GradSpecialized, first_line, wrap_inner_compiler
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
@@ -33,7 +33,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
     try:
         # imported on first use: inductor takes ~2 s to import, paid only by its users
         from torch._functorch import config as functorch_config
-        from torch._inductor.compile_fx import compile_fx  # (see above)
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner  # (see above)
     except Exception as e:  # pragma: no cover - depends on the torch build
         raise BackendError(f"the inductor backend is not available in this PyTorch build: "
                            f"{type(e).__name__}: {first_line(e)}") from e
@@ -42,17 +42,32 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
         # a private GraphModule over a copy of the graph; submodules/params are shared
         private = torch.fx.GraphModule(flat_gm, _copy_graph(flat_gm.graph))
         from torch._inductor import config as inductor_config  # loaded by compile_fx above
+        # forward and backward share compile_fx_inner; is_backward tells them apart
+        inner = _by_direction(wrap_inner_compiler(compile_fx_inner, "inductor", "forward"),
+                              wrap_inner_compiler(compile_fx_inner, "inductor", "backward"))
         try:
             # fallback_random: random ops run eager's kernels on the global generator, so
             # the stream (dropout masks, later draws) is eager's; inductor's own RNG is not.
             # backward_pass_autocast="off": as in _aot.aot_compile
             with functorch_config.patch(force_non_lazy_backward_lowering=True, backward_pass_autocast="off"), \
                     inductor_config.patch(fallback_random=True):
-                return compile_fx(private, inputs)
+                return compile_fx(private, inputs, inner_compile=inner)
         except Exception as e:
             raise BackendError(f"inductor could not compile the graph: {type(e).__name__}: {first_line(e)}") from e
 
     return GradSpecialized(gm, example_inputs, compile_flat, "inductor")
+
+
+def _by_direction(forward: Callable, backward: Callable) -> Callable:
+    """One ``inner_compile`` that sends forward graphs to ``forward``, backward to ``backward``."""
+    if forward is backward:   # no wrapper registered: inductor's own compile_fx_inner
+        return forward
+
+    def inner(gm, example_inputs, *args, **kwargs):
+        fn = backward if kwargs.get("is_backward") else forward
+        return fn(gm, example_inputs, *args, **kwargs)
+
+    return inner
 
 
 def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:

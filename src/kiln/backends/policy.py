@@ -47,7 +47,13 @@ from kiln.config import config
 from kiln.exc import BackendError
 from kiln.metrics import metrics
 
-__all__ = ["BackendFallbackWarning", "compile_graph"]
+__all__ = ["BackendFallbackWarning", "compile_graph", "BACKEND_WRAPPERS"]
+
+#: Functions ``wrap(backend_fn, backend_name, graph_name) -> backend_fn`` applied in order
+#: to the backend before each graph is compiled.  This is how a higher layer (the
+#: automatic repro writer in ``kiln.debug``) watches backends without this module
+#: importing it; a wrapper that has nothing to do returns ``backend_fn`` unchanged.
+BACKEND_WRAPPERS: list[Callable[[Callable, str, str], Callable]] = []
 
 
 class BackendFallbackWarning(UserWarning):
@@ -61,6 +67,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     Returns a callable taking the graph's inputs positionally.
     """
     eager_forward = gm.forward  # bound now: a backend that rewrites gm cannot change it
+    for wrap in BACKEND_WRAPPERS:
+        backend_fn = wrap(backend_fn, backend_name, graph_name)
     where = _Where(backend_name, graph_name, user_location)
     start, error = time.perf_counter(), None
     try:

@@ -1,8 +1,9 @@
 """``SCRIPT.py:NAME`` command-line targets: load the script, find NAME, make its inputs.
 
-Shared by ``kiln explain``, ``kiln report`` and the minifier, so they accept the same
-targets and fail the same clean way.  NAME is a function or ``nn.Module`` defined by
-the script; it is called with what ``NAME_inputs()`` (or else ``example_inputs()``)
+Shared by ``kiln explain``, ``kiln report``, ``kiln minify`` and ``kiln bisect``, so they
+accept the same targets and fail the same clean way.  NAME is a function, an
+``nn.Module`` instance, or an ``nn.Module`` subclass (instantiated with no arguments)
+defined by the script; it is called with what ``NAME_inputs()`` (or else ``example_inputs()``)
 returns: a tuple of positional arguments, ``(args, kwargs)``, or a single argument.
 Without either, it is called with no arguments.
 
@@ -16,6 +17,8 @@ import inspect
 import os
 import runpy
 from dataclasses import dataclass, field
+
+import torch
 
 #: for --help texts
 INPUTS_HELP = ("NAME is called with the arguments returned by NAME_inputs() (or example_inputs()) if the "
@@ -38,6 +41,11 @@ class ScriptTarget:
     @property
     def spec(self) -> str:
         return f"{self.path}:{self.name}"
+
+    @property
+    def fn(self):
+        """What to call (the function or module)."""
+        return self.obj
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -64,6 +72,12 @@ def load(spec: str, run_name: str = "__kiln_target__") -> ScriptTarget:
                        and getattr(v, "__module__", None) == run_name)
         raise TargetError(f"{path} defines no {name!r}; functions and modules there: {', '.join(known) or 'none'}")
     obj = namespace[name]
+    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+        try:
+            obj = obj()
+        except Exception as e:
+            raise TargetError(f"{name}() in {path} (an nn.Module class) could not be built with no arguments: "
+                              f"{type(e).__name__}: {e}") from e
     if not callable(obj):
         raise TargetError(f"{name} in {path} is a {type(obj).__name__}, not a function or nn.Module")
     maker_name = f"{name}_inputs" if f"{name}_inputs" in namespace else (
@@ -102,3 +116,8 @@ def _check_fits(obj, name, path, maker_name, args, kwargs) -> None:
                 f"{name}_inputs() nor example_inputs(); add one that returns them (a tuple of positional "
                 f"arguments, or (args, kwargs))") from None
         raise TargetError(f"the arguments from {maker_name}() in {path} do not fit {name}(): {e}") from None
+
+
+def load_target(spec: str, run_name: str) -> ScriptTarget:
+    """:func:`load` under the name the minifier's commands use."""
+    return load(spec, run_name=run_name)
