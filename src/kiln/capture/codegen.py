@@ -124,8 +124,11 @@ class Codegen:
             return text
         name = self._temp()
         self._memo[key] = name
-        ctor = self.ref(types.CellType)
-        self.lines.append(f"{name} = {ctor}()" if cell.value is None else f"{name} = {ctor}({self.expr(cell.value)})")
+        # made empty first: its contents may need the cell itself (a recursive inner function)
+        self.lines.append(f"{name} = {self.ref(types.CellType)}()")
+        if cell.value is not None:
+            value = self.expr(cell.value)
+            self.lines.append(f"{name}.cell_contents = {value}")
         return name
 
     def nested_function(self, v) -> str:
@@ -185,6 +188,11 @@ class Codegen:
                     continue
                 fixes.append((f"___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr()",
                               i, f"___o[{j}]{cast}"))
+            elif fake._base is not base:
+                # a view of something else that shares the storage (an input, whose
+                # detach() is the other output): rebuilding it from that output would
+                # lose its autograd history
+                continue
             else:
                 # also when the storage is shared but the result is no autograd view (inductor)
                 fixes.append((f"___o[{i}]._base is not ___o[{j}]", i, f"___o[{j}]{cast}.as_strided{layout}"))

@@ -196,7 +196,8 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
             cells = ", ".join(cg.cell(c) for c in plan.cells)
             closure = f"(___fn.__closure__ or ()) + ({cells},)"
         where = plan.reason.location or "?"
-        tail = [f"# graph break at {where}: {plan.reason.reason}",
+        reason = " ".join(plan.reason.reason.split())   # one comment line, whatever the message holds
+        tail = [f"# graph break at {where}: {reason}",
                 f"# {plan.ins.opname} runs as Python, then the frame resumes compiled",
                 f"return {step}({closure})({', '.join(args)})"]
     params = render_params(code)

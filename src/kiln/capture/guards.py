@@ -153,7 +153,11 @@ class GuardCodegen:
     """Turns a GuardSet into the source of the guard function and its explainer."""
 
     def __init__(self, guards: GuardSet, params: str):
-        self.guards = sorted(guards, key=lambda g: _KIND_ORDER.get(g.kind, 9))
+        # a guard may only read what the guards before it made safe to read: checks on a
+        # container's items come after its type and length checks, so a guard never raises
+        # (an IndexError would fail the entry on every call).  So sources nearer the
+        # arguments go first, and within one depth the cheap kinds first.
+        self.guards = sorted(guards, key=lambda g: (_depth(g), _KIND_ORDER.get(g.kind, 9)))
         self.params = params
         self.ns = guards.ns
 
@@ -199,6 +203,18 @@ class GuardCodegen:
         out += ["        return None", "    except Exception as e:",
                 "        return f'a guard raised {type(e).__name__}: {e}'"]
         return "\n".join(out) + "\n"
+
+
+def _source_depth(source) -> int:
+    depth = 0
+    while source is not None:
+        source = source.base
+        depth += 1
+    return depth
+
+
+def _depth(guard: Guard) -> int:
+    return max([_source_depth(guard.source), *(_source_depth(u) for u in guard.uses)])
 
 
 class _TempNS(Namespace):

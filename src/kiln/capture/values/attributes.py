@@ -47,7 +47,9 @@ def bind_class_attr(tx, owner: type, raw, self_value: Value, name: str):
     """What ``obj.name`` gives when ``name`` is found on the class as ``raw``."""
     raw_src = ItemSource(AttrSource(ConstSource(id(owner), owner), "__dict__"), name)
     if isinstance(raw, types.FunctionType):
-        return BoundMethodValue(UserFunctionValue(raw, raw_src), self_value)
+        # through wrap, so the entry checks the class still holds this function (a method
+        # replaced on the class after compiling must not keep running)
+        return BoundMethodValue(tx.wrap(raw, raw_src), self_value)
     if isinstance(raw, staticmethod):
         return tx.wrap(raw.__func__, None)
     if isinstance(raw, classmethod):

@@ -147,7 +147,8 @@ def _range(tx, args, kwargs):
 
 def _enumerate(tx, args, kwargs):
     start = (args[1] if len(args) > 1 else kwargs.get("start", const(0))).as_constant()
-    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(_iter_items(tx, args[0]))])
+    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(_iter_items(tx, args[0]))],
+                         enumerate)
 
 
 def _zip(tx, args, kwargs):
@@ -155,7 +156,7 @@ def _zip(tx, args, kwargs):
     lists = [_iter_items(tx, a) for a in args]
     if strict and len({len(x) for x in lists}) > 1:
         raise Unsupported("zip(strict=True) with different lengths")
-    return IteratorValue([TupleValue(list(t)) for t in zip(*lists)])
+    return IteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
 
 
 def _reversed(tx, args, kwargs):
@@ -298,15 +299,15 @@ def _callable(tx, args, kwargs):
 def _map(tx, args, kwargs):
     fn, *its = args
     lists = [_iter_items(tx, i) for i in its]
-    return IteratorValue([fn.call(tx, list(group), {}) for group in zip(*lists)])
+    return IteratorValue([fn.call(tx, list(group), {}) for group in zip(*lists)], map)
 
 
 def _filter(tx, args, kwargs):
     fn, it = args
     items = _iter_items(tx, it)
     if isinstance(fn, ConstantValue) and fn.value is None:
-        return IteratorValue([i for i in items if i.truth(tx)])
-    return IteratorValue([i for i in items if fn.call(tx, [i], {}).truth(tx)])
+        return IteratorValue([i for i in items if i.truth(tx)], filter)
+    return IteratorValue([i for i in items if fn.call(tx, [i], {}).truth(tx)], filter)
 
 
 def _sorted(tx, args, kwargs):

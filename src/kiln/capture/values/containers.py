@@ -459,14 +459,19 @@ class SliceValue(Value):
 
 
 class IteratorValue(Value):
-    """An iterator being consumed by an unrolled loop: a list of items and a cursor."""
+    """An iterator being consumed by an unrolled loop: a list of items and a cursor.
 
-    def __init__(self, items: list):
+    ``kind`` is the iterator type eager would have made (``map``, ``zip``, ``filter``,
+    ``enumerate``); one that escapes the frame is rebuilt as that type, over the items
+    the trace computed."""
+
+    def __init__(self, items: list, kind: type | None = None):
         self.items = list(items)
         self.index = 0
+        self.kind = kind
 
     def python_type(self):
-        return type(iter([]))
+        return self.kind or type(iter([]))
 
     def next(self):
         if self.index >= len(self.items):
@@ -486,7 +491,31 @@ class IteratorValue(Value):
     def reconstruct(self, cg):
         rest = self.items[self.index:]
         inner = ", ".join(cg.expr(i) for i in rest)
-        return f"iter(({inner}{',' if len(rest) == 1 else ''}))"
+        items = f"({inner}{',' if len(rest) == 1 else ''})"
+        if self.kind in _ITERATOR_REBUILDERS:
+            return f"{cg.ref(_ITERATOR_REBUILDERS[self.kind])}({items})"
+        return f"iter({items})"
+
+
+def _identity(x):
+    return x
+
+
+def _keep(x):
+    return True
+
+
+def _as_zip(items):
+    return zip(*zip(*items)) if items else zip()
+
+
+def _as_enumerate(items):
+    return enumerate([v for _, v in items], items[0][0]) if items else enumerate(())
+
+
+# how an escaping iterator of each kind is rebuilt over precomputed items (same type as eager's)
+_ITERATOR_REBUILDERS = {map: lambda items: map(_identity, items), filter: lambda items: filter(_keep, items),
+                        zip: _as_zip, enumerate: _as_enumerate}
 
 
 class BoundContainerMethod(Value):

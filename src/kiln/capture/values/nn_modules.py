@@ -13,6 +13,7 @@ import torch
 
 from ...exc import Unsupported
 from ..sources import param_source
+from .attributes import lookup_class_attr
 from .base import Value, const, raise_python
 from .containers import BoundContainerMethod, IteratorValue
 from .objects import ObjectValue
@@ -72,6 +73,10 @@ class ModuleValue(ObjectValue):
         guards.add("global_state", None, f"not ({registry}._global_forward_hooks or "
                    f"{registry}._global_forward_pre_hooks or {registry}._global_backward_hooks or "
                    f"{registry}._global_backward_pre_hooks)", "no global nn.Module hooks are registered")
+        if lookup_class_attr(type(mod), "__call__")[0] is not torch.nn.Module:
+            # the class's own __call__ decides what calling the module means (the module's
+            # type is guarded, so the override is too)
+            return super().call(tx, args, kwargs)
         forward = self.getattr(tx, "forward")
         return forward.call(tx, args, kwargs)
 

@@ -161,6 +161,11 @@ class ObjectValue(DunderProtocol, Value):
         if found is not None:
             return found
         if raw is not None:
+            if d is not None and self.source is not None:
+                # found on the class: an instance attribute set later (a monkeypatched
+                # forward) would shadow it, so the entry checks there is none
+                tx.state.guards.add("keys", self.source, f"{name!r} not in {{v}}.__dict__",
+                                    f"{self.source.describe()} has no instance attribute {name!r}")
             bound = bind_class_attr(tx, owner, raw, self, name)
             if bound is not None:
                 return bound

@@ -157,6 +157,12 @@ class TensorMethodValue(Value):
 
     def call(self, tx, args, kwargs):
         name, t = self.name, self.tensor
+        if name == "is_inference" and t.source is not None and not args and not kwargs:
+            # not a property of the fake tensor: read from the real input, and guarded
+            value = tx.state.real_value(t.source).is_inference()
+            tx.state.guards.add("tensor", t.source, f"{{v}}.is_inference() is {value}",
+                                f"{t.source.describe()}.is_inference() is {value}")
+            return const(value)
         if name in METADATA_METHODS:
             try:
                 real_args = [a.as_constant() for a in args]
@@ -181,6 +187,12 @@ class TensorMethodValue(Value):
         if name == "requires_grad_":
             if t.source is not None:
                 raise Unsupported("requires_grad_() on an input tensor inside a compiled region")
+            turns_on = not args and "requires_grad" not in kwargs or (args or [kwargs.get("requires_grad")])[0].as_constant()
+            if turns_on and not t.fake.requires_grad:
+                # a new autograd leaf: made in Python (at a break), so every backend receives it
+                # as an input that requires grad; made inside an AOT graph it would carry no
+                # autograd history and a later backward() through it would fail
+                raise Unsupported("requires_grad_() makes a new autograd leaf; Kiln makes it in Python")
         if name == "__len__":
             return const(t.length(tx))
         if name == "__getitem__":
@@ -204,9 +216,12 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     become constants and the node is dropped.
     """
     state = tx.state
-    if target in _SCALAR_FRIENDLY and any(isinstance(a, TensorValue) for a in args):
-        floating = any(isinstance(a, TensorValue) and (a.fake.is_floating_point() or a.fake.is_complex())
-                       for a in args)
+    tensors = [a.fake for a in args if isinstance(a, TensorValue)]
+    if target in _SCALAR_FRIENDLY and tensors and all(t.dim() for t in tensors):
+        # only next to tensors with dimensions: there a 0-d tensor promotes like the Python
+        # number it stands for; next to a 0-d tensor it would not (0.01 * loss.sum() would
+        # come out float64), so the number stays a constant
+        floating = any(t.is_floating_point() or t.is_complex() for t in tensors)
         args = [_scalar_input(tx, a, floating) for a in args]
     node_args, fake_args = zip(*[_lower(tx, a) for a in args]) if args else ((), ())
     node_kwargs, fake_kwargs = {}, {}
