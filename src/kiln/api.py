@@ -18,6 +18,7 @@ from . import backends as _backends
 from .cache import cache_for, closure_key, reset_caches
 from .capture.graph_break import reset_compiled_callees
 from .capture.values.nn_modules import has_hooks
+from .distributed.module_state import share_module_state
 from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
 from .metrics import metrics
 
@@ -141,15 +142,33 @@ def _compile_module(mod: torch.nn.Module, compiler: Compiler, fullgraph):
     if not isinstance(forward, types.FunctionType):
         raise TypeError(f"kiln.compile: {cls.__name__}.forward is not a Python function")
     compiled_forward = CompiledFunction(forward, compiler, fullgraph)
+
+    def __new__(klass, *args, **kwargs):
+        # Calling the compiled module's class again (a container slicing itself does
+        # ``type(self)(...)``) builds a plain module of the original class: the compiled
+        # class only makes sense for the one wrapper below.  Going through ``cls(...)``
+        # also runs any ``__new__`` the class has (FSDP2's finds the original class by
+        # its position in the MRO, which this extra class would shift).
+        if klass is sub:
+            return cls(*args, **kwargs)
+        base_new = super(sub, klass).__new__
+        # object.__new__ refuses arguments once a class defines __new__ (this one does)
+        return base_new(klass) if base_new is object.__new__ else base_new(klass, *args, **kwargs)
+
     sub = type(cls.__name__, (cls,), {
         "forward": compiled_forward,
         "_kiln_orig_mod": mod,
+        "__new__": __new__,
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
         "__reduce_ex__": lambda self, protocol: mod.__reduce_ex__(protocol),
     })
-    wrapper = sub.__new__(sub)
+    # object.__new__, not the class's own __new__: a class made at run time (FSDP2,
+    # parametrize) or one that overrides __new__ would build or initialise a new module,
+    # and the wrapper is only an empty shell around the original's __dict__.
+    wrapper = object.__new__(sub)
     object.__setattr__(wrapper, "__dict__", mod.__dict__)
+    share_module_state(mod, wrapper)
     return wrapper
 
 
