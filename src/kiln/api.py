@@ -15,9 +15,11 @@ import types
 import torch
 
 from . import backends as _backends
+from .backends.ddp_split import BucketSplittingBackend
 from .cache import cache_for, closure_key, reset_caches
 from .capture.graph_break import reset_compiled_callees
 from .capture.values.nn_modules import has_hooks
+from .distributed.ddp import active_bucket_layout
 from .distributed.module_state import share_module_state
 from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
 from .metrics import metrics
@@ -32,7 +34,7 @@ class Compiler:
     """
 
     def __init__(self, backend, backend_name: str):
-        self.backend = backend
+        self.backend = _ddp_aware(backend)
         self.backend_name = backend_name
 
     def compile_function(self, fn) -> "CompiledFunction":
@@ -53,6 +55,25 @@ class Compiler:
         if isinstance(obj, types.FunctionType) and not is_disabled(obj):
             return CompiledFunction(obj, self, False)
         return obj
+
+
+_DDP_AWARE: dict = {}   # backend -> its splitter; cleared by reset()
+
+
+def _ddp_aware(backend):
+    """``backend`` behind the DDP bucket splitter (``backends/ddp_split.py``), which splits
+    graphs compiled inside a DistributedDataParallel forward and passes others through.
+
+    One splitter per backend, so that caches keyed by the backend (``cache.cache_for``)
+    are shared by every ``kiln.compile`` with the same backend, as before.
+    """
+    try:
+        wrapped = _DDP_AWARE.get(backend)
+    except TypeError:          # an unhashable callable: a splitter of its own
+        return BucketSplittingBackend(backend, active_bucket_layout)
+    if wrapped is None:
+        wrapped = _DDP_AWARE[backend] = BucketSplittingBackend(backend, active_bucket_layout)
+    return wrapped
 
 
 class CompiledFunction(CompiledFunctionBase):
@@ -176,4 +197,5 @@ def reset() -> None:
     """Forget every compiled entry and zero the metrics."""
     reset_caches()
     reset_compiled_callees()
+    _DDP_AWARE.clear()
     metrics.reset()

@@ -29,6 +29,10 @@ class Config:
     suppress_errors: bool = True
     #: print a warning when a frame falls back to eager (fullgraph=False)
     warn_on_fallback: bool = True
+    #: split graphs compiled inside a DistributedDataParallel forward at gradient-bucket
+    #: boundaries, so that DDP's all-reduces overlap the backward (backends/ddp_split.py);
+    #: read when a graph is compiled (kiln.reset() to recompile after changing it)
+    ddp_split_graphs: bool = True
 
     def __setattr__(self, name, value):
         known = {f.name: f for f in fields(Config)}
