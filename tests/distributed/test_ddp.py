@@ -47,7 +47,7 @@ def _compare(rank, order, graph_break):
             assert_same_training(expected, got, what)
 
 
-@pytest.mark.parametrize("order", list(ORDERS))
+@pytest.mark.parametrize("order", ["compile_ddp", pytest.param("ddp_of_compiled", marks=pytest.mark.slow)])
 def test_ddp_trains_as_eager(order):
     run_on_two_ranks(_compare, order, False)
 
