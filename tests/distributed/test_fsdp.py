@@ -1,6 +1,8 @@
-"""FSDP2 (``fully_shard``) and Kiln, in the three orders a user may apply them, on two
-gloo processes: the compiled model must train exactly as eager FSDP2 (losses, gradients
-and parameters after three SGD steps), under the eager and aot_eager backends."""
+"""FSDP2 (``fully_shard``) and Kiln on two gloo processes, in the orders a user may apply
+them (shard then compile, compile then shard, compile each layer then shard; per layer
+and on the whole model only): the compiled model must train exactly as eager FSDP2
+(losses, gradients and parameters after three SGD steps), under the eager and aot_eager
+backends."""
 from __future__ import annotations
 
 import pytest
@@ -43,21 +45,45 @@ def compile_each_layer_then_shard(backend):
     return _shard(model)
 
 
-ORDERS = {f.__name__: f for f in (shard_then_compile, compile_then_shard, compile_each_layer_then_shard)}
+def _shard_whole(model):
+    """FSDP2 on the root only: one parameter group, all-gathered for the whole forward."""
+    from torch.distributed.fsdp import fully_shard
+    return fully_shard(model)
 
 
-def _compare_orders(rank, order):
+def shard_whole_then_compile(backend):
+    return kiln.compile(_shard_whole(build()), backend=backend)
+
+
+def compile_then_shard_whole(backend):
+    return _shard_whole(kiln.compile(build(), backend=backend))
+
+
+ORDERS = {f.__name__: f for f in (shard_then_compile, compile_then_shard, compile_each_layer_then_shard,
+                                  shard_whole_then_compile, compile_then_shard_whole)}
+
+
+def _compare_orders(rank, orders):
     from torch.distributed.fsdp import FSDPModule
-    expected = train(_shard(build()), rank)
-    for backend in BACKENDS:
-        kiln.reset()
-        model = ORDERS[order](backend)
-        assert isinstance(model, FSDPModule) and isinstance(model, type(build()))
-        got = train(model, rank)
-        assert kiln.metrics.graphs > 0, f"{order}/{backend}: nothing was compiled"
-        assert_same_training(expected, got, f"{order}/{backend}")
+    whole = "whole" in orders[0]
+    expected = train(_shard_whole(build()) if whole else _shard(build()), rank)
+    for order in orders:
+        for backend in BACKENDS:
+            kiln.reset()
+            model = ORDERS[order](backend)
+            assert isinstance(model, FSDPModule) and isinstance(model, type(build()))
+            got = train(model, rank)
+            assert kiln.metrics.graphs > 0, f"{order}/{backend}: nothing was compiled"
+            if whole:
+                assert not kiln.metrics.breaks, f"{order}/{backend}: {kiln.metrics.breaks}"
+            assert_same_training(expected, got, f"{order}/{backend}")
 
 
-@pytest.mark.parametrize("order", list(ORDERS))
-def test_fsdp2_trains_as_eager(order):
-    run_on_two_ranks(_compare_orders, order)
+@pytest.mark.parametrize("orders", [
+    ["shard_then_compile"],
+    ["compile_then_shard"],
+    ["compile_each_layer_then_shard"],
+    ["shard_whole_then_compile", "compile_then_shard_whole"],
+], ids=lambda orders: "+".join(orders))
+def test_fsdp2_trains_as_eager(orders):
+    run_on_two_ranks(_compare_orders, orders)
