@@ -45,6 +45,12 @@ def compile_each_layer_then_shard(backend):
     return _shard(model)
 
 
+def compile_layers_shard_then_compile_root(backend):
+    """Every forward compiled: the root's graphs break at the sharded layers (they have
+    FSDP2's hooks), whose own forwards are compiled."""
+    return kiln.compile(compile_each_layer_then_shard(backend), backend=backend)
+
+
 def _shard_whole(model):
     """FSDP2 on the root only: one parameter group, all-gathered for the whole forward."""
     from torch.distributed.fsdp import fully_shard
@@ -60,7 +66,8 @@ def compile_then_shard_whole(backend):
 
 
 ORDERS = {f.__name__: f for f in (shard_then_compile, compile_then_shard, compile_each_layer_then_shard,
-                                  shard_whole_then_compile, compile_then_shard_whole)}
+                                  compile_layers_shard_then_compile_root, shard_whole_then_compile,
+                                  compile_then_shard_whole)}
 
 
 def _compare_orders(rank, orders):
@@ -72,17 +79,20 @@ def _compare_orders(rank, orders):
             kiln.reset()
             model = ORDERS[order](backend)
             assert isinstance(model, FSDPModule) and isinstance(model, type(build()))
-            got = train(model, rank)
+            recompiles = []
+            got = train(model, rank, after_step=lambda step: recompiles.append(kiln.metrics.recompiles))
             assert kiln.metrics.graphs > 0, f"{order}/{backend}: nothing was compiled"
             if whole:
                 assert not kiln.metrics.breaks, f"{order}/{backend}: {kiln.metrics.breaks}"
             assert_same_training(expected, got, f"{order}/{backend}")
+            # FSDP2 installs the same unsharded parameters on every step: nothing recompiles after the first
+            assert recompiles[0] == recompiles[-1], f"{order}/{backend}: recompiles after each step {recompiles}"
 
 
 @pytest.mark.parametrize("orders", [
     ["shard_then_compile"],
     ["compile_then_shard"],
-    ["compile_each_layer_then_shard"],
+    ["compile_each_layer_then_shard", "compile_layers_shard_then_compile_root"],
     ["shard_whole_then_compile", "compile_then_shard_whole"],
 ], ids=lambda orders: "+".join(orders))
 def test_fsdp2_trains_as_eager(orders):

@@ -14,7 +14,8 @@ def _full(t):
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
-def train(model, rank: int, steps: int = STEPS):
+def train(model, rank: int, steps: int = STEPS, after_step=None):
+    """``after_step(step)`` is called after each optimizer step, if given."""
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     losses = []
     grads = None
@@ -26,6 +27,8 @@ def train(model, rank: int, steps: int = STEPS):
             grads = [_full(p.grad).detach().clone() for p in model.parameters()]
         opt.step()
         opt.zero_grad()
+        if after_step is not None:
+            after_step(step)
     params = [_full(p).detach().clone() for p in model.parameters()]
     return losses, grads, params
 
