@@ -5,7 +5,12 @@ are re-exported from ``markers``, where the capture layer can see them).
 A compiled module is an instance of a per-module subclass of the module's own class
 that shares the original's ``__dict__``: parameters, buffers, ``state_dict`` keys,
 ``train()``/``eval()``, attributes and ``repr`` are the original module's, and only
-``forward`` is the compiled one.
+``forward`` is the compiled one.  Classes made at run time (FSDP2's ``fully_shard``,
+``parametrize``) are subclassed the same way; see ``_compile_module``.
+
+Every backend is handed graphs through ``backends.ddp_split.BucketSplittingBackend``,
+which splits the graphs compiled inside a DistributedDataParallel forward at bucket
+boundaries (the layout comes from ``distributed.ddp``) and passes the others through.
 """
 from __future__ import annotations
 
@@ -57,7 +62,7 @@ class Compiler:
         return obj
 
 
-_DDP_AWARE: dict = {}   # backend -> its splitter; cleared by reset()
+_DDP_AWARE: dict = {}   # backend -> its splitter (keeps the backend alive); cleared by reset()
 
 
 def _ddp_aware(backend):
