@@ -15,7 +15,6 @@ from .training import assert_same_training, train
 
 pytestmark = requires_gloo
 
-BACKENDS = ("eager", "aot_eager")
 # about 50 KB: the tiny transformer's ~140 KB of parameters make three or four buckets
 BUCKET_CAP_MB = 0.05
 
