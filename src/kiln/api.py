@@ -5,7 +5,12 @@ are re-exported from ``markers``, where the capture layer can see them).
 A compiled module is an instance of a per-module subclass of the module's own class
 that shares the original's ``__dict__``: parameters, buffers, ``state_dict`` keys,
 ``train()``/``eval()``, attributes and ``repr`` are the original module's, and only
-``forward`` is the compiled one.
+``forward`` is the compiled one.  Classes made at run time (FSDP2's ``fully_shard``,
+``parametrize``) are subclassed the same way; see ``_compile_module``.
+
+Every backend is handed graphs through ``backends.ddp_split.BucketSplittingBackend``,
+which splits the graphs compiled inside a DistributedDataParallel forward at bucket
+boundaries (the layout comes from ``distributed.ddp``) and passes the others through.
 """
 from __future__ import annotations
 
@@ -15,9 +20,12 @@ import types
 import torch
 
 from . import backends as _backends
+from .backends.ddp_split import BucketSplittingBackend
 from .cache import cache_for, closure_key, reset_caches
 from .capture.graph_break import reset_compiled_callees
 from .capture.values.nn_modules import has_hooks
+from .distributed.ddp import active_bucket_layout
+from .distributed.module_state import share_module_state
 from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
 from .metrics import metrics
 
@@ -31,7 +39,8 @@ class Compiler:
     """
 
     def __init__(self, backend, backend_name: str, dynamic: bool | None = None):
-        self.backend = backend
+        self.backend = backend                     # the user's: caches are keyed by it
+        self.graph_backend = _ddp_aware(backend)   # what graphs are compiled with
         self.backend_name = backend_name
         self.dynamic = dynamic
 
@@ -53,6 +62,25 @@ class Compiler:
         if isinstance(obj, types.FunctionType) and not is_disabled(obj):
             return CompiledFunction(obj, self, False)
         return obj
+
+
+_DDP_AWARE: dict = {}   # backend -> its splitter (keeps the backend alive); cleared by reset()
+
+
+def _ddp_aware(backend):
+    """``backend`` behind the DDP bucket splitter (``backends/ddp_split.py``), which splits
+    graphs compiled inside a DistributedDataParallel forward and passes others through.
+
+    One splitter per backend, so that caches keyed by the backend (``cache.cache_for``)
+    are shared by every ``kiln.compile`` with the same backend, as before.
+    """
+    try:
+        wrapped = _DDP_AWARE.get(backend)
+    except TypeError:          # an unhashable callable: a splitter of its own
+        return BucketSplittingBackend(backend, active_bucket_layout)
+    if wrapped is None:
+        wrapped = _DDP_AWARE[backend] = BucketSplittingBackend(backend, active_bucket_layout)
+    return wrapped
 
 
 class CompiledFunction(CompiledFunctionBase):
@@ -147,15 +175,33 @@ def _compile_module(mod: torch.nn.Module, compiler: Compiler, fullgraph):
     if not isinstance(forward, types.FunctionType):
         raise TypeError(f"kiln.compile: {cls.__name__}.forward is not a Python function")
     compiled_forward = CompiledFunction(forward, compiler, fullgraph)
+
+    def __new__(klass, *args, **kwargs):
+        # Calling the compiled module's class again (a container slicing itself does
+        # ``type(self)(...)``) builds a plain module of the original class: the compiled
+        # class only makes sense for the one wrapper below.  Going through ``cls(...)``
+        # also runs any ``__new__`` the class has (FSDP2's finds the original class by
+        # its position in the MRO, which this extra class would shift).
+        if klass is sub:
+            return cls(*args, **kwargs)
+        base_new = super(sub, klass).__new__
+        # object.__new__ refuses arguments once a class defines __new__ (this one does)
+        return base_new(klass) if base_new is object.__new__ else base_new(klass, *args, **kwargs)
+
     sub = type(cls.__name__, (cls,), {
         "forward": compiled_forward,
         "_kiln_orig_mod": mod,
+        "__new__": __new__,
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
         "__reduce_ex__": lambda self, protocol: mod.__reduce_ex__(protocol),
     })
-    wrapper = sub.__new__(sub)
+    # object.__new__, not the class's own __new__: a class made at run time (FSDP2,
+    # parametrize) or one that overrides __new__ would build or initialise a new module,
+    # and the wrapper is only an empty shell around the original's __dict__.
+    wrapper = object.__new__(sub)
     object.__setattr__(wrapper, "__dict__", mod.__dict__)
+    share_module_state(mod, wrapper)
     return wrapper
 
 
@@ -163,4 +209,5 @@ def reset() -> None:
     """Forget every compiled entry and zero the metrics."""
     reset_caches()
     reset_compiled_callees()
+    _DDP_AWARE.clear()
     metrics.reset()

@@ -48,6 +48,10 @@ class Config:
     repro_level: str = "error"
     #: where automatic repros are written ("" means ./kiln_repros)
     repro_dir: str = ""
+    #: split graphs compiled inside a DistributedDataParallel forward at gradient-bucket
+    #: boundaries, so that DDP's all-reduces overlap the backward (backends/ddp_split.py);
+    #: read when a graph is compiled (kiln.reset() to recompile after changing it)
+    ddp_split_graphs: bool = True
 
     def __setattr__(self, name, value):
         known = {f.name: f for f in fields(Config)}

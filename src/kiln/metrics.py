@@ -27,6 +27,8 @@ class Metrics:
     recompiles: int = 0          # captures of a code object that already had an entry
     eager_fallbacks: int = 0     # frames that ran eagerly because capture failed
     backend_fallbacks: int = 0   # graphs that ran eagerly because the backend failed
+    ddp_split_graphs: int = 0    # graphs split at DDP bucket boundaries (backends/ddp_split.py)
+    ddp_stages: int = 0          # stages those graphs were split into
     capture_seconds: float = 0.0
     backend_seconds: float = 0.0
     breaks: list = field(default_factory=list)   # BreakRecord per graph break / fallback

@@ -232,7 +232,7 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     context = tracing(TracingContext(builder.fake_mode)) if builder.is_dynamic else contextlib.nullcontext()
     with context:
         # the failure policy counts its own time in metrics.backend_seconds
-        out = compile_graph(gm, example_inputs, compiler.backend, backend_name=compiler.backend_name,
+        out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,
                             graph_name=name, user_location=loc)
     if not callable(out):
         raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")

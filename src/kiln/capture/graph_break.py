@@ -28,7 +28,8 @@ class FrameCompiler(Protocol):
     an object with this interface into ``compile_frame.capture`` (``kiln.api.Compiler``).
     """
 
-    backend: Callable
+    backend: Callable        # the user's backend (caches are keyed by it)
+    graph_backend: Callable  # what captured graphs are compiled with (the backend, maybe wrapped)
     backend_name: str
     dynamic: bool | None   # kiln.compile's dynamic=: the policy of every frame compiled with it
 

@@ -47,9 +47,10 @@ def bind_class_attr(tx, owner: type, raw, self_value: Value, name: str):
     """What ``obj.name`` gives when ``name`` is found on the class as ``raw``."""
     raw_src = ItemSource(AttrSource(ConstSource(id(owner), owner), "__dict__"), name)
     if isinstance(raw, types.FunctionType):
-        # through wrap, so the entry checks the class still holds this function (a method
-        # replaced on the class after compiling must not keep running)
-        return BoundMethodValue(tx.wrap(raw, raw_src), self_value)
+        # inlined as the method it is (even a torch class's), and the entry checks that the
+        # class still holds it: a method replaced on the class after compiling must not run
+        tx.state.guards.identity(raw_src, raw, "function")
+        return BoundMethodValue(UserFunctionValue(raw, raw_src), self_value)
     if isinstance(raw, staticmethod):
         return tx.wrap(raw.__func__, None)
     if isinstance(raw, classmethod):

@@ -255,7 +255,9 @@ class ClassValue(ObjectValue):
         if isinstance(raw, staticmethod):
             return tx.wrap(raw.__func__, None)
         if isinstance(raw, types.FunctionType):
-            return UserFunctionValue(raw, ItemSource(AttrSource(ConstSource(id(owner), owner), "__dict__"), name))
+            source = ItemSource(AttrSource(ConstSource(id(owner), owner), "__dict__"), name)
+            tx.state.guards.identity(source, raw, "function")   # replaced on the class: recompile
+            return UserFunctionValue(raw, source)
         try:
             value = getattr(cls, name)
         except AttributeError:
