@@ -9,6 +9,7 @@ Examples:
   kiln bench --suite hf --frontend both --plot chart.png --output results.csv
   kiln bench --only bert --training --backend aot_eager --accuracy
   kiln bench --suite quick --report reports/          # one HTML report per model
+  kiln bench --suite quick --dynamic --frontend both  # a series of input sizes per model
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..cli import UsageError
 from ..report import write_report
-from . import driver, frontends as fe_mod, registry, report, runner
+from . import driver, dynamic, dynamic_report, frontends as fe_mod, registry, report, runner
 from .plot import plot
 from .results import DEVICES, FRONTENDS, RunOptions
 
@@ -58,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     prec = how.add_mutually_exclusive_group()
     prec.add_argument("--float32", dest="precision", action="store_const", const="float32", help="(the default)")
     prec.add_argument("--bfloat16", dest="precision", action="store_const", const="bfloat16")
+    how.add_argument("--dynamic", action="store_true",
+                     help=f"compile each model once and call it over a series of {len(dynamic.SERIES)} input sizes "
+                          "(sequence lengths, batch sizes); reports graphs, recompiles, limit hits, the series' "
+                          "time and the accuracy of every call")
     how.add_argument("--devices", action="append", choices=DEVICES, metavar="DEVICE",
                      help="cpu or cuda (repeatable; default cpu)")
     how.add_argument("-n", "--repeat", type=int, default=20, help="timed rounds; the median is reported (default: 20)")
@@ -85,6 +90,9 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+    if args.dynamic and args.plot:
+        raise UsageError("--plot draws speedups and capture times, which --dynamic does not measure; "
+                         "use --output for the series' CSV")
     try:
         specs = registry.select(args.suite, _split(args.only), _split(args.pattern))
     except KeyError as exc:
@@ -106,7 +114,8 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
     trace_dir = os.path.abspath(os.path.join(args.report, "traces")) if getattr(args, "report", None) else ""
     opts = RunOptions(backend=args.backend, mode=args.mode, precision=args.precision,
                       accuracy=args.accuracy or both, performance=args.performance or both,
-                      repeat=args.repeat, warmup=args.warmup, threads=args.threads, trace_dir=trace_dir)
+                      repeat=args.repeat, warmup=args.warmup, threads=args.threads, trace_dir=trace_dir,
+                      dynamic=args.dynamic)
     return [s.name for s in specs], frontends, opts, devices
 
 
@@ -124,13 +133,16 @@ def run(args) -> int:
     jobs = driver.plan(models, frontends, opts, devices)
     what = "accuracy+performance" if opts.accuracy and opts.performance else \
         ("accuracy" if opts.accuracy else "performance")
+    if opts.dynamic:
+        what = f"dynamic: {len(dynamic.SERIES)} calls of changing sizes" + (", accuracy" if opts.accuracy else "")
     title = (f"kiln bench: {args.suite if not args.only else 'selected'} ({len(models)} models), "
              f"backend {opts.backend}, {opts.mode}, {opts.precision}, {what}")
     rows = _run_with_progress(jobs, args, err)
     if not rows:
         return 130
-    out.print(report.build_table(rows, title=title))
-    for line in report.summary_lines(rows):
+    shown = dynamic_report if opts.dynamic else report
+    out.print(shown.build_table(rows, title=title))
+    for line in shown.summary_lines(rows):
         out.print(line, markup=False, highlight=False)
     if args.output:
         report.write_csv(rows, args.output)
@@ -180,7 +192,9 @@ def _run_with_progress(jobs, args, err):
                 progress.update(task, description=job.title)
 
         def on_result(job, row):
-            speed = f" {row.speedup:.2f}x" if row.speedup else ""
+            speed = f" {row.speedup:.2f}x" if getattr(row, "speedup", None) else ""
+            if getattr(row, "series_s", None) is not None:
+                speed = f" series {row.series_s:.2f} s, {row.graphs} graphs"
             wall = f" ({row.wall_s:.1f} s)" if row.wall_s is not None else ""
             say(f"  {job.title}: {row.status}{speed}{wall}", markup=False, highlight=False)
             if progress:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from . import frontends as _frontends
-from .results import EAGER_FAIL, FAIL_RUN, SKIPPED, TIMEOUT, Result, RunOptions
+from .results import EAGER_FAIL, FAIL_RUN, SKIPPED, TIMEOUT, Result, RunOptions, row_class
 from .skips import skip_reason
 from .worker import PHASE_TAG, RESULT_TAG
 
@@ -39,10 +39,11 @@ class Job:
         return f"{self.model} [{self.frontend}, {self.opts.device}]"
 
     def blank(self, **fields) -> Result:
-        """A result row for this job that the worker did not fill in."""
+        """A result row for this job that the worker did not fill in (a ``DynamicResult``
+        for ``--dynamic`` jobs)."""
         fe = _frontends.get(self.frontend)
         o = self.opts
-        return Result(model=self.model, frontend=self.frontend, backend=fe.backend_label(o.backend), mode=o.mode,
+        return row_class(o)(model=self.model, frontend=self.frontend, backend=fe.backend_label(o.backend), mode=o.mode,
                       precision=o.precision, device=o.device, **fields)
 
 
@@ -113,7 +114,7 @@ def run_job(job: Job, timeout: float) -> Result:
     phase, payload = parse_output(stdout or "")
 
     if payload is not None and not timed_out:
-        row = Result.from_dict(payload)
+        row = row_class(job.opts).from_dict(payload)
     elif timed_out:
         row = job.blank(status=TIMEOUT, reason=f"no result after {timeout:g} s (in phase: {phase or 'start-up'})")
     else:

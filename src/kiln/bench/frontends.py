@@ -7,6 +7,11 @@ numbers: graphs, graph breaks (with reasons), recompiles and the frontend's own
 compile seconds.  Kiln's come from ``kiln.metrics``; torch's from
 ``torch._dynamo.utils`` (counters and compilation metrics), read only here.
 
+For ``kiln bench --dynamic`` each adapter also counts recompile-limit hits (frames
+that reached the limit and run eagerly from then on) over a block of calls,
+``with fe.watch_limits() as hits: ...; hits.count``.  Kiln says so with a
+``KilnWarning``; torch logs a warning on ``torch._dynamo.convert_frame``'s logger.
+
 Backend names are shared where both sides have them (eager, aot_eager, inductor).
 Kiln's ``aten`` backend (graphs decomposed to ATen ops, run eagerly) has no
 namesake in torch; its closest torch backend is ``aot_eager``, used for the torch
@@ -15,12 +20,16 @@ row and shown in the row's backend column as ``aten->aot_eager``.
 from __future__ import annotations
 
 import importlib
+import logging
+import warnings
 from collections import Counter
+from contextlib import contextmanager
 
 import torch
 
 from .. import api
 from ..backends.registry import list_backends
+from ..cache import KilnWarning
 from ..exc import KilnError
 from ..metrics import metrics
 
@@ -35,6 +44,17 @@ def top_reasons(reasons, limit: int = 3) -> str:
         first = (str(reason).strip().splitlines() or ["?"])[0][:160]
         counts[first] += n
     return "; ".join(f"{r} ({n})" for r, n in counts.most_common(limit))
+
+
+class LimitHits:
+    """What a ``watch_limits()`` block saw: ``count`` recompile-limit hits, and their messages."""
+
+    def __init__(self):
+        self.messages: list[str] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.messages)
 
 
 class KilnFrontend:
@@ -64,6 +84,18 @@ class KilnFrontend:
             "top_breaks": top_reasons((getattr(b, "reason", b), 1) for b in breaks),
             "recompiles": int(getattr(m, "recompiles", 0)),
         }
+
+    @contextmanager
+    def watch_limits(self):
+        """Count Kiln's recompile-limit warnings (one per frame that reaches the limit)."""
+        hits = LimitHits()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", KilnWarning)
+            try:
+                yield hits
+            finally:
+                hits.messages += [str(w.message) for w in caught
+                                  if issubclass(w.category, KilnWarning) and "recompile limit" in str(w.message)]
 
 
 class TorchFrontend:
@@ -100,13 +132,45 @@ class TorchFrontend:
         breaks = utils.counters["graph_break"]
         getter = getattr(utils, "get_compilation_metrics", None)
         compiles = list(getter()) if getter is not None else []
-        recompiles = sum(1 for c in compiles if getattr(c, "recompile_reason", None))
+        # an attempt refused at the recompile limit is logged as a compile with a
+        # recompile reason too, but nothing was captured: not a recompile
+        recompiles = sum(1 for c in compiles if getattr(c, "recompile_reason", None)
+                         and "recompile limit exceeded" not in str(getattr(c, "fail_reason", None) or ""))
         return {
             "graphs": int(utils.counters["stats"]["unique_graphs"]),
             "breaks": int(sum(breaks.values())),
             "top_breaks": top_reasons((_torch_reason(r), n) for r, n in breaks.items()),
             "recompiles": recompiles,
         }
+
+    @contextmanager
+    def watch_limits(self):
+        """Count dynamo's "hit config.recompile_limit" warnings (one per frame that
+        reaches the limit); dynamo logs them rather than raising a Python warning."""
+        hits = LimitHits()
+        handler = _LimitLogHandler(hits)
+        logger = logging.getLogger(TORCH_LIMIT_LOGGER)
+        logger.addHandler(handler)
+        try:
+            yield hits
+        finally:
+            logger.removeHandler(handler)
+
+
+#: the logger dynamo reports a recompile-limit hit on, and how that message starts
+TORCH_LIMIT_LOGGER = "torch._dynamo.convert_frame"
+TORCH_LIMIT_PREFIX = "torch._dynamo hit config."
+
+
+class _LimitLogHandler(logging.Handler):
+    def __init__(self, hits: LimitHits):
+        super().__init__(logging.WARNING)
+        self.hits = hits
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(TORCH_LIMIT_PREFIX):
+            self.hits.messages.append(message)
 
 
 def _torch_reason(reason: str) -> str:

@@ -49,41 +49,70 @@ def _builder(config_cls: str, model_cls: str, train_cls: str, **config_kwargs):
     return build
 
 
+def _sized(make):
+    """``make(seq, batch)`` -> an inputs function at that size, with ``.at`` for ``--dynamic``."""
+
+    def at(seq: int, batch: int):
+        inputs = make(seq, batch)
+        inputs.at = at
+        return inputs
+
+    return at
+
+
 def _text(seq=SEQ, *, seq2seq=False, vocab=VOCAB, batch=BATCH):
-    """Inputs for a text model: token ids, mask, decoder ids or labels as needed."""
+    """Inputs for a text model: token ids, mask, decoder ids or labels as needed.
 
-    def inputs(training: bool, gen: torch.Generator) -> dict:
-        ids = torch.randint(3, vocab, (batch, seq), generator=gen)
-        kw = {"input_ids": ids, "attention_mask": torch.ones(batch, seq, dtype=torch.long)}
-        if training:
-            # MLM/causal heads take the ids as labels; seq2seq heads shift labels into
-            # decoder inputs themselves.
-            kw["labels"] = ids.clone() if not seq2seq else torch.randint(3, vocab, (batch, seq // 2), generator=gen)
-        elif seq2seq:
-            kw["decoder_input_ids"] = torch.randint(3, vocab, (batch, seq // 2), generator=gen)
-        return kw
+    ``kiln bench --dynamic`` varies both the sequence length and the batch size
+    (through ``.at``); a seq2seq decoder gets half the length, at least 1.
+    """
 
-    return inputs
+    def make(seq: int, batch: int):
+        def inputs(training: bool, gen: torch.Generator) -> dict:
+            ids = torch.randint(3, vocab, (batch, seq), generator=gen)
+            kw = {"input_ids": ids, "attention_mask": torch.ones(batch, seq, dtype=torch.long)}
+            half = max(seq // 2, 1)
+            if training:
+                # MLM/causal heads take the ids as labels; seq2seq heads shift labels into
+                # decoder inputs themselves.
+                kw["labels"] = ids.clone() if not seq2seq else torch.randint(3, vocab, (batch, half), generator=gen)
+            elif seq2seq:
+                kw["decoder_input_ids"] = torch.randint(3, vocab, (batch, half), generator=gen)
+            return kw
+
+        return inputs
+
+    return _sized(make)(seq, batch)
 
 
 def _image(size=32, classes=10):
-    def inputs(training: bool, gen: torch.Generator) -> dict:
-        kw = {"pixel_values": torch.randn(BATCH, 3, size, size, generator=gen)}
-        if training:
-            kw["labels"] = torch.randint(0, classes, (BATCH,), generator=gen)
-        return kw
+    """Images at a fixed resolution; ``--dynamic`` varies the batch size only."""
 
-    return inputs
+    def make(seq: int, batch: int):
+        def inputs(training: bool, gen: torch.Generator) -> dict:
+            kw = {"pixel_values": torch.randn(batch, 3, size, size, generator=gen)}
+            if training:
+                kw["labels"] = torch.randint(0, classes, (batch,), generator=gen)
+            return kw
+
+        return inputs
+
+    return _sized(make)(0, BATCH)
 
 
 def _audio(mels=16, frames=64, target=16):
-    def inputs(training: bool, gen: torch.Generator) -> dict:
-        kw = {"input_features": torch.randn(BATCH, mels, frames, generator=gen)}
-        ids = torch.randint(3, VOCAB, (BATCH, target), generator=gen)
-        kw["labels" if training else "decoder_input_ids"] = ids
-        return kw
+    """Fixed-length features (Whisper checks their length); ``--dynamic`` varies the batch size only."""
 
-    return inputs
+    def make(seq: int, batch: int):
+        def inputs(training: bool, gen: torch.Generator) -> dict:
+            kw = {"input_features": torch.randn(batch, mels, frames, generator=gen)}
+            ids = torch.randint(3, VOCAB, (batch, target), generator=gen)
+            kw["labels" if training else "decoder_input_ids"] = ids
+            return kw
+
+        return inputs
+
+    return _sized(make)(0, BATCH)
 
 
 _BERTISH = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,

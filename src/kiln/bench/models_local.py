@@ -32,21 +32,28 @@ class WithLoss(nn.Module):
         return {"loss": F.cross_entropy(logits, labels), "logits": logits}
 
 
-def _labels(gen: torch.Generator, classes: int) -> torch.Tensor:
-    return torch.randint(0, classes, (BATCH,), generator=gen)
-
-
 def _with_loss(build):
     return lambda training: WithLoss(build()) if training else build()
 
 
-def _with_labels(make, classes):
-    def inputs(training, gen):
-        kw = make(gen)
-        if training:
-            kw["labels"] = _labels(gen, classes)
-        return kw
-    return inputs
+def _with_labels(make, classes, seq=0):
+    """Inputs ``make(gen, seq, batch)`` plus labels in training, at ``seq`` and :data:`BATCH`.
+
+    The returned function has ``.at(seq, batch)`` for ``kiln bench --dynamic``; models
+    without a sequence dimension ignore ``seq`` (only their batch size varies).
+    """
+
+    def at(seq: int, batch: int):
+        def inputs(training, gen):
+            kw = make(gen, seq, batch)
+            if training:
+                kw["labels"] = torch.randint(0, classes, (batch,), generator=gen)
+            return kw
+
+        inputs.at = at
+        return inputs
+
+    return at(seq, BATCH)
 
 
 class MLP(nn.Module):
@@ -96,13 +103,14 @@ class Encoder(nn.Module):
         return self.head(self.encoder(x).mean(dim=1))
 
 
-register("mlp", _with_loss(MLP), _with_labels(lambda g: {"x": torch.randn(BATCH, 256, generator=g)}, 10),
+register("mlp", _with_loss(MLP), _with_labels(lambda g, s, b: {"x": torch.randn(b, 256, generator=g)}, 10),
          suites=("quick", "local"), description="3-layer MLP with GELU and LayerNorm")
-register("cnn", _with_loss(SmallCNN), _with_labels(lambda g: {"x": torch.randn(BATCH, 3, 32, 32, generator=g)}, 10),
+register("cnn", _with_loss(SmallCNN),
+         _with_labels(lambda g, s, b: {"x": torch.randn(b, 3, 32, 32, generator=g)}, 10),
          suites=("local",), description="conv + batch norm + pooling")
 register("lstm", _with_loss(LSTMClassifier),
-         _with_labels(lambda g: {"x": torch.randn(BATCH, 16, 64, generator=g)}, 10),
+         _with_labels(lambda g, s, b: {"x": torch.randn(b, s, 64, generator=g)}, 10, seq=16),
          suites=("local",), description="2-layer LSTM classifier")
 register("transformer_encoder", _with_loss(Encoder),
-         _with_labels(lambda g: {"x": torch.randn(BATCH, 32, 128, generator=g)}, 10),
+         _with_labels(lambda g, s, b: {"x": torch.randn(b, s, 128, generator=g)}, 10, seq=32),
          suites=("local",), description="nn.TransformerEncoder, 2 layers")

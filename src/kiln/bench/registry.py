@@ -12,7 +12,11 @@ A :class:`ModelSpec` is deliberately small:
 * ``inputs(training, gen)`` returns the keyword arguments for one call, drawn from
   the given ``torch.Generator`` (training inputs include the labels);
 * ``loss`` reduces an output to a scalar for training runs; the default picks
-  ``output.loss`` (Hugging Face heads) or sums the output.
+  ``output.loss`` (Hugging Face heads) or sums the output;
+* ``sized_inputs(seq, batch)`` (optional, for ``kiln bench --dynamic``) returns an
+  ``inputs`` function making inputs at that sequence length and batch size.  A model
+  whose inputs have no sequence dimension ignores ``seq``.  ``register`` takes it from
+  the ``inputs`` function's ``at`` attribute when not given explicitly.
 
 The model zoo lives in ``models_local`` and ``models_hf``; both are imported lazily
 the first time the registry is consulted.  Extra modules named in the environment
@@ -60,19 +64,27 @@ class ModelSpec:
     #: models whose ops need numpy randomness (BigBird) still work: the worker
     #: seeds numpy and torch alike before every call, this is documentation only
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: ``sized_inputs(seq, batch) -> inputs``; None: the model cannot run ``--dynamic``
+    sized_inputs: Callable[[int, int], Callable[[bool, torch.Generator], dict]] | None = None
 
 
 _MODELS: dict[str, ModelSpec] = {}
 _loaded = False
 
 
-def register(name: str, build, inputs, *, suites=(), loss=default_loss, description="", tags=()) -> ModelSpec:
-    """Add a model.  Names are unique; registering one twice is a mistake we report."""
+def register(name: str, build, inputs, *, suites=(), loss=default_loss, description="", tags=(),
+             sized_inputs=None) -> ModelSpec:
+    """Add a model.  Names are unique; registering one twice is a mistake we report.
+
+    ``sized_inputs`` defaults to ``inputs.at`` when the inputs function has one.
+    """
     if name in _MODELS:
         raise ValueError(f"benchmark model {name!r} is registered twice")
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"benchmark model names are short identifiers, got {name!r}")
-    spec = ModelSpec(name, build, inputs, tuple(suites), loss, description, tuple(tags))
+    if sized_inputs is None:
+        sized_inputs = getattr(inputs, "at", None)
+    spec = ModelSpec(name, build, inputs, tuple(suites), loss, description, tuple(tags), sized_inputs)
     _MODELS[name] = spec
     return spec
 

@@ -11,7 +11,7 @@ import csv
 import math
 import statistics
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from rich.table import Table
 
@@ -149,9 +149,14 @@ def summary_lines(rows: list[Result]) -> list[str]:
 
 
 def write_csv(rows: list[Result], path: str) -> None:
-    """Every field of every row, one row per (model, frontend, device)."""
+    """Every field of every row, one row per (model, frontend, device).
+
+    The columns are the row type's fields (``Result``, or ``DynamicResult`` for
+    ``--dynamic`` runs).
+    """
+    columns = [f.name for f in fields(type(rows[0]))] if rows else COLUMNS
     with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+        writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in asdict(row).items()})

@@ -40,6 +40,7 @@ class RunOptions:
     warmup: int = 2
     threads: int = 1     # torch intra-op threads in the worker (see runner.run_model)
     trace_dir: str = ""  # kiln frontend: write the model's trace under here (kiln bench --report)
+    dynamic: bool = False  # kiln bench --dynamic: one compile, a series of input sizes (see bench.dynamic)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -85,3 +86,50 @@ class Result:
 
 #: CSV header, in the order the fields are declared above.
 COLUMNS = [f.name for f in fields(Result)]
+
+
+@dataclass
+class DynamicResult:
+    """One row of ``kiln bench --dynamic``: one model called over a series of input sizes.
+
+    The model is compiled once and called at every size of the series (see
+    ``bench.dynamic``); the counts are totals over the whole series.
+    """
+
+    model: str
+    frontend: str
+    backend: str
+    mode: str
+    precision: str
+    device: str
+    status: str = ""
+    reason: str = ""            # error message, skip reason, or the first call whose accuracy failed
+    varies: str = ""            # what the series varies: "seq,batch" or "batch"
+    calls: int | None = None    # compiled calls made (the series' length when all ran)
+    shapes: int | None = None   # distinct input shapes among those calls
+    graphs: int | None = None
+    breaks: int | None = None
+    top_breaks: str = ""
+    recompiles: int | None = None
+    limit_hits: int | None = None      # frames that reached the recompile limit (then ran eagerly)
+    series_s: float | None = None      # wall time of the compiled series, captures included
+    eager_series_s: float | None = None  # wall time of the same series run eagerly
+    accuracy: str = ""          # ok | fail | unavailable | "" (not checked), over every call
+    accuracy_fails: int | None = None  # calls whose outputs failed the accuracy check
+    wall_s: float | None = None        # the whole worker subprocess, start-up included
+
+    to_json = Result.to_json
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "DynamicResult":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+#: CSV header of ``--dynamic`` runs.
+DYNAMIC_COLUMNS = [f.name for f in fields(DynamicResult)]
+
+
+def row_class(opts: RunOptions):
+    """The row type a run with ``opts`` produces."""
+    return DynamicResult if opts.dynamic else Result

@@ -11,7 +11,8 @@ libraries cannot be mistaken for results:
 
 * ``KILN_BENCH_PHASE <phase>`` as each phase starts (the driver reports the last
   one when the worker dies or times out);
-* ``KILN_BENCH_RESULT <json>`` once at the end, a :class:`Result` as JSON.
+* ``KILN_BENCH_RESULT <json>`` once at the end, a :class:`Result` as JSON (a
+  :class:`DynamicResult` when the options ask for ``dynamic``).
 
 Tracebacks go to stderr, which the driver keeps for rows that crash.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .dynamic import run_series
 from .results import RunOptions
 from .runner import run_model
 
@@ -40,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     opts = RunOptions.from_json(args.options)
-    result = run_model(args.model, args.frontend, opts, on_phase=lambda phase: _emit(PHASE_TAG, phase))
+    run = run_series if opts.dynamic else run_model
+    result = run(args.model, args.frontend, opts, on_phase=lambda phase: _emit(PHASE_TAG, phase))
     _emit(RESULT_TAG, result.to_json())
     return 0
 
