@@ -1,0 +1,214 @@
+"""Issue #13's classes of silent wrong results, each under eager and aot_eager: the
+compiled call must return what eager returns (values, dtype, requires_grad, type),
+including after the fact the result depended on changes between calls."""
+from __future__ import annotations
+
+import collections
+import types
+
+import pytest
+import torch
+
+import kiln
+from kiln.testing import CompileCounter
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def same(expected, got):
+    assert type(expected) is type(got), (type(expected), type(got))
+    if isinstance(expected, torch.Tensor):
+        assert (expected.dtype, expected.shape, expected.requires_grad) == (got.dtype, got.shape, got.requires_grad)
+        torch.testing.assert_close(got.detach(), expected.detach(), rtol=1e-6, atol=1e-6)
+    elif isinstance(expected, (tuple, list)):
+        assert len(expected) == len(got)
+        for e, g in zip(expected, got):
+            same(e, g)
+    else:
+        assert expected == got
+
+
+def compare(fn, calls, backend):
+    compiled = kiln.compile(fn, backend=backend)
+    for args in calls:
+        same(fn(*args), compiled(*args))
+    return compiled
+
+
+# -- 1. stale entries -------------------------------------------------------------------
+
+class Plain:
+    pass
+
+
+class WithCall:
+    def __call__(self):
+        return 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_callable_of_an_argument_follows_its_class(backend):
+    def f(x, a):
+        return x + 1 if callable(a) else x - 1
+    compare(f, [(torch.ones(2), Plain()), (torch.ones(2), WithCall()), (torch.ones(2), Plain())], backend)
+
+
+class TimesFive(torch.nn.Module):
+    def __call__(self, x):
+        return 5 * self.forward(x)
+
+    def forward(self, x):
+        return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_class_overriding_call_is_honoured(backend):
+    def f(x, m):
+        return m(x)
+    compare(f, [(torch.ones(2), TimesFive()), (torch.ones(3), TimesFive())], backend)
+
+
+class AddOne(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_replaced_on_the_instance_after_compiling(backend):
+    m = AddOne()
+    compiled = kiln.compile(lambda x: m(x), backend=backend)
+    same(m(torch.ones(2)), compiled(torch.ones(2)))
+    m.forward = types.MethodType(lambda self, x: x * 10, m)
+    same(m(torch.ones(2)), compiled(torch.ones(2)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_replaced_on_the_class_after_compiling(backend):
+    class Local(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+    m = Local()
+    compiled = kiln.compile(lambda x: m(x), backend=backend)
+    same(m(torch.ones(2)), compiled(torch.ones(2)))
+    Local.forward = lambda self, x: x * 3
+    same(m(torch.ones(2)), compiled(torch.ones(2)))
+
+
+@pytest.mark.parametrize("backend", ["eager"])
+def test_is_inference_is_guarded(backend):
+    def f(x):
+        return x * 2 if x.is_inference() else x + 2
+    with torch.inference_mode():
+        inference = torch.ones(2)
+    compare(f, [(torch.ones(2),), (inference,), (torch.ones(2),)], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_freezing_parameters_between_calls(backend):
+    lin = torch.nn.Linear(2, 2)
+    compiled = kiln.compile(lin, backend=backend)
+    x = torch.ones(1, 2)
+    same(lin(x), compiled(x))
+    lin.requires_grad_(False)
+    same(lin(x), compiled(x))
+    lin.requires_grad_(True)
+    same(lin(x), compiled(x))
+
+
+# -- 2. output metadata ----------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [lambda x: [x[0], x.detach()], lambda x: (x.detach(), x.view(-1))],
+                         ids=["view_then_detach", "detach_then_view"])
+def test_view_of_an_input_next_to_its_detach_keeps_requires_grad(backend, fn):
+    compare(fn, [(torch.ones(3, 2, requires_grad=True),), (torch.randn(3, 2, requires_grad=True),)], backend)
+
+
+# -- 3. type promotion -----------------------------------------------------------------
+
+class Cfg:
+    aux_weight = 0.5
+
+
+CFG = Cfg()
+
+
+def loss_with_default(x, coef=0.01):
+    return x.mean() + coef * x.sum()
+
+
+def loss_with_attribute(x):
+    return x.sum() * CFG.aux_weight + x.mean()
+
+
+def int_tensor_times_float(x, c=0.5):
+    return x * c, x.sum() * c
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make", [(loss_with_default, lambda: torch.randn(4)),
+                                     (loss_with_attribute, lambda: torch.randn(4)),
+                                     (int_tensor_times_float, lambda: torch.arange(4))],
+                         ids=["default", "attribute", "int_tensor"])
+def test_python_floats_keep_eager_promotion(backend, fn, make):
+    compare(fn, [(make(),), (make(),)], backend)
+
+
+# -- 4. leaves made in the frame --------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_leaf_made_in_the_frame_gets_its_gradient(backend):
+    def f(y):
+        leaf = y.detach().clone().requires_grad_()
+        (leaf * leaf).sum().backward()
+        return leaf.grad
+    compare(f, [(torch.randn(3),), (torch.randn(3),)], backend)
+
+
+# -- 5. guards never raise ---------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_popping_from_a_list_argument(backend):
+    def f(x, backends):
+        while backends:
+            x = x + backends.pop()
+        return x
+    counter = CompileCounter()
+    compiled = kiln.compile(f, backend=counter)
+    for items in ([1, 2], [1, 2], [3], [4, 5, 6], [1, 2]):
+        same(f(torch.ones(2), list(items)), compiled(torch.ones(2), list(items)))
+    entry = compiled.entries[0]
+    assert "raised" not in (entry.explain_guard(f, torch.ones(2), [7]) or "")
+    assert counter.frame_count == 3    # one entry per list length, none lost to a raising guard
+
+
+# -- 6. types of what comes back ---------------------------------------------------------
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_returned_iterators_keep_their_type(backend):
+    for make in (lambda x: map(lambda t: t + 1, [x, x]), lambda x: filter(lambda t: True, [x, x + 1]),
+                 lambda x: zip([x, x], [1, 2]), lambda x: enumerate([x, x + 1], 3)):
+        kiln.reset()
+        got = kiln.compile(make, backend=backend)(torch.ones(2))
+        expected = make(torch.ones(2))
+        assert type(got) is type(expected)
+        same(list(expected), list(got))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_namedtuple_and_frozenset_results(backend):
+    compare(lambda x: Pair(x, x + 1), [(torch.ones(2),)], backend)
+    compare(lambda x, s: s | frozenset({3}), [(torch.ones(2), frozenset({1}))], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_returned_recursive_inner_function(backend):
+    def f(x):
+        def inner(n):
+            return x if n == 0 else inner(n - 1) + 1
+        return inner
+    got = kiln.compile(f, backend=backend)(torch.ones(2))
+    same(f(torch.ones(2))(3), got(3))
