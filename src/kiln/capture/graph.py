@@ -30,6 +30,7 @@ class GraphBuilder:
         self.example_inputs: list[torch.Tensor] = []
         self._names: set[str] = set()
         self._first_output_node = None
+        self.attrs: dict = {}   # name -> subgraph GraphModule (bodies of higher-order operators)
 
     # -- inputs ---------------------------------------------------------------------
     def add_input(self, real: torch.Tensor, source, hint: str) -> tuple[torch.fx.Node, FakeTensor]:
@@ -50,6 +51,19 @@ class GraphBuilder:
         self.placeholders.append((node, source))
         self.example_inputs.append(real)
         return node, fake
+
+    def lift(self, node: torch.fx.Node, fake) -> torch.fx.Node:
+        """The node standing for ``node`` in this graph; a subgraph builder turns a node of
+        an enclosing graph into an input (``hops/subgraph.py``)."""
+        return node
+
+    def add_attr(self, gm, hint: str) -> torch.fx.Node:
+        """A ``get_attr`` node for a subgraph module attached to this graph."""
+        name = self._unique(_sanitize(hint))
+        self.attrs[name] = gm
+        node = self.graph.get_attr(name)
+        node.meta["example_value"] = gm
+        return node
 
     def _unique(self, base: str) -> str:
         name, i = base, 1

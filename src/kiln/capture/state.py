@@ -7,6 +7,7 @@ import torch
 from ..exc import Unsupported
 from .graph import GraphBuilder
 from .guards import GuardSet
+from .hops.table import hop_functions
 from .side_effects import SideEffects
 from .sources import Namespace
 from .values.callables import torch_special_functions
@@ -61,7 +62,7 @@ class CaptureState:
     # -- special functions -------------------------------------------------------------
     def special_functions(self) -> dict:
         if self._special is None:
-            self._special = torch_special_functions()
+            self._special = {**torch_special_functions(), **hop_functions()}
         return self._special
 
     # -- global state ----------------------------------------------------------------------
@@ -86,5 +87,5 @@ class CaptureState:
         if self.side_effects.in_hop:
             scope = self.side_effects.in_hop[-1]
             first = args[0] if args else None
-            if isinstance(first, TensorValue) and id(first) not in scope.created_ids:
-                raise Unsupported(scope.mutation_message(f"tensor {first.describe()} (in-place op)"))
+            if isinstance(first, TensorValue) and not scope.owns_tensor(first):
+                raise scope.mutation_error(f"tensor {first.describe()} (in-place op)")

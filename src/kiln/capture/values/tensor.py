@@ -227,7 +227,8 @@ def _scalar_input(tx, v: Value) -> Value:
 def _lower(tx, v: Value):
     """A Value as (what the fx node gets, what the fake computation gets)."""
     if isinstance(v, TensorValue):
-        return v.node, v.fake
+        # a tensor of an enclosing graph becomes an input of a body's subgraph
+        return tx.state.builder.lift(v.node, v.fake), v.fake
     if isinstance(v, ConstantValue):
         return v.value, v.value
     if isinstance(v, (TupleValue, ListValue)):
