@@ -17,7 +17,7 @@ from ..values.base import ConstantValue, Value
 from ..values.containers import ListValue, TupleValue
 from ..values.tensor import TensorValue, graph_call
 from .scope import HopRuleError
-from .subgraph import emit, flatten_output, lower, merge_lifted, outer_outputs
+from .subgraph import emit, emit_known, flatten_output, fresh_fake, lower, merge_lifted, outer_outputs
 
 
 class HopFunctionValue(Value):
@@ -125,7 +125,7 @@ class MapValue(HopFunctionValue):
         body = tx.trace_subgraph(fn, [body_xs, *extra], "map")
         if not body.out_fakes:
             raise HopRuleError("map's body must return at least one tensor")
-        xs_nodes = [lower(tx, x) for x in xs_items]
+        xs_nodes = _distinct(tx, [lower(tx, x) for x in xs_items], body.lifted)
         node, result = emit(tx, map_impl,
                             (_attach(tx, body, "map_body"), [n for n, _ in xs_nodes], list(body.lifted)),
                             (body.gm, [f for _, f in xs_nodes], list(body.lifted_fakes)))
@@ -157,11 +157,15 @@ class WhileLoopValue(HopFunctionValue):
         if len(c_sub.out_fakes) != 1 or c_sub.out_fakes[0].numel() != 1 or c_sub.out_fakes[0].dtype != torch.bool:
             raise HopRuleError("while_loop's cond_fn must return one boolean one-element tensor")
         _check_carried("while_loop", "body_fn", fakes, b_sub.out_fakes)
-        nodes = [lower(tx, c) for c in carried]
-        node, result = emit(tx, while_loop_op,
-                            (_attach(tx, c_sub, "while_cond"), _attach(tx, b_sub, "while_body"),
-                             tuple(n for n, _ in nodes), tuple(lifted)),
-                            (c_sub.gm, b_sub.gm, tuple(f for _, f in nodes), tuple(lifted_fakes)))
+        out = c_sub.gm.graph.output_node()   # cond_fn's graph returns the tensor, not a 1-tuple
+        out.args = (out.args[0][0],)
+        c_sub.gm.recompile()
+        nodes = _distinct(tx, [lower(tx, c) for c in carried], lifted)
+        # the loop's results have the carried values' metadata (checked above)
+        result = tuple(fresh_fake(tx.state.builder, f).detach() for f in fakes)
+        node, result = emit_known(tx, while_loop_op,
+                                  (_attach(tx, c_sub, "while_cond"), _attach(tx, b_sub, "while_body"),
+                                   tuple(n for n, _ in nodes), tuple(lifted)), result)
         outs = outer_outputs(tx, node, result, len(carried))
         return b_sub.rebuild(outs)
 
@@ -195,6 +199,7 @@ class ScanValue(HopFunctionValue):
         n_carry = len(init_items)
         _check_carried("scan", "combine_fn's carry", [f for _, f in init_nodes], body.out_fakes[:n_carry])
         # the body's graph takes flat (*carry, *x); trace_subgraph made its inputs in that order
+        init_nodes = _distinct(tx, init_nodes, [*body.lifted, *(n for n, _ in xs_nodes)])
         node, result = emit(tx, scan_op,
                             (_attach(tx, body, "scan_combine"), [n for n, _ in init_nodes], [n for n, _ in xs_nodes],
                              tuple(body.lifted)),
@@ -208,6 +213,18 @@ class ScanValue(HopFunctionValue):
                 v = _call(tx, torch.movedim, [v, ConstantValue(0), ConstantValue(dim)])
             ys.append(v)
         return body.rebuild([*outs[:n_carry], *ys])
+
+
+def _distinct(tx, pairs: list, others: list) -> list:
+    """Operands that are also passed elsewhere in the same call (a carried value that the
+    body also closes over) are cloned: torch's operators refuse aliased inputs."""
+    builder, seen, out = tx.state.builder, set(map(id, others)), []
+    for node, fake in pairs:
+        if id(node) in seen:
+            node, fake = builder.call("call_method", "clone", (node,), {}, (fake,), {})
+        seen.add(id(node))
+        out.append((node, fake))
+    return out
 
 
 def _call(tx, fn, args):

@@ -218,6 +218,14 @@ def emit(tx, target, node_args: tuple, fake_args: tuple, node_kwargs=None, fake_
     return node, result
 
 
+def emit_known(tx, target, node_args: tuple, result):
+    """Record a HOP call whose result metadata Kiln knows without running it on fakes
+    (while_loop's fake rule needs a symbolic shape environment; Kiln's shapes are static)."""
+    node = tx.state.builder.graph.create_node("call_function", target, node_args, {})
+    node.meta["example_value"] = result
+    return node, result
+
+
 def outer_outputs(tx, node, results, count: int) -> list:
     """Values for the first ``count`` items of a HOP call's (tuple) result."""
     builder = tx.state.builder
