@@ -6,6 +6,9 @@ import sys
 import torch
 import torch._higher_order_ops  # noqa: F401  (registers cond, map, while_loop, scan)
 
+import torch.utils.checkpoint
+
+from .autograd import AutogradApplyValue, CheckpointValue
 from .control_flow import CondValue, MapValue, ScanValue, WhileLoopValue
 
 
@@ -17,4 +20,6 @@ def hop_functions() -> dict:
         hops.while_loop: WhileLoopValue(hops.while_loop),
         hops.scan: ScanValue(hops.scan),
     }
+    table[torch.utils.checkpoint.checkpoint] = CheckpointValue(torch.utils.checkpoint.checkpoint)
+    table[torch.autograd.Function.apply.__func__] = AutogradApplyValue(torch.autograd.Function.apply)
     return table

@@ -1,0 +1,101 @@
+"""torch.utils.checkpoint and custom torch.autograd.Function.
+
+checkpoint: the function is traced into a subgraph and called through
+``tag_activation_checkpoint`` (non-reentrant): under the eager backend that runs
+torch.utils.checkpoint on the subgraph, so the body is recomputed in backward; under
+AOTAutograd the operator marks the body's nodes for recomputation.
+
+autograd.Function: ``Fn.apply(*args)`` is recorded as one call of the user's own
+``apply``.  Every backend then runs the user's forward and, in backward, the user's
+backward (with its ctx: saved tensors, attributes, mark_non_differentiable,
+needs_input_grad): eager runs it as it is, AOTAutograd traces the user's backward
+while it builds the joint graph.  Kiln propagates metadata by running the forward on
+fake tensors, so the forward must be free of Python side effects (it runs once at
+capture time).
+"""
+from __future__ import annotations
+
+import torch
+import torch.utils.checkpoint
+from torch._higher_order_ops.wrap import tag_activation_checkpoint
+
+from ...exc import Unsupported
+from ..values.base import ConstantValue, Value
+from ..values.containers import DictValue
+from ..values.tensor import TensorValue, graph_call
+from .control_flow import HopFunctionValue
+from .subgraph import emit, outer_outputs
+
+
+class CheckpointValue(HopFunctionValue):
+    op = "checkpoint"
+
+    def call(self, tx, args, kwargs):
+        if not args:
+            raise Unsupported("checkpoint() needs a function")
+        fn, operands = args[0], list(args[1:])
+        kwargs = dict(kwargs)
+        reentrant = kwargs.pop("use_reentrant", ConstantValue(None))
+        if not isinstance(reentrant, ConstantValue) or reentrant.value:
+            raise Unsupported("reentrant checkpoint (use_reentrant=True) runs as Python")
+        for name in ("preserve_rng_state", "determinism_check", "debug"):
+            kwargs.pop(name, None)
+        if "context_fn" in kwargs:
+            raise Unsupported("checkpoint with a context_fn runs as Python")
+        body = tx.trace_subgraph(_WithKwargs(fn, kwargs) if kwargs else fn, operands, "checkpoint")
+        node, result = emit(tx, tag_activation_checkpoint,
+                            (tx.state.builder.add_attr(body.gm, "checkpoint_body"), *body.lifted),
+                            (body.gm, *body.lifted_fakes),
+                            {"use_reentrant": False}, {"use_reentrant": False})
+        if not body.out_fakes:
+            return body.rebuild([])
+        if isinstance(result, torch.Tensor):
+            result = (result,)
+        return body.rebuild(outer_outputs(tx, node, result, len(body.out_fakes)))
+
+
+class _WithKwargs(Value):
+    """``fn`` with keyword arguments bound (checkpoint passes unknown kwargs to fn)."""
+
+    def __init__(self, fn, kwargs):
+        self.fn, self.kwargs = fn, kwargs
+
+    def call(self, tx, args, kwargs):
+        return self.fn.call(tx, args, {**self.kwargs, **kwargs})
+
+
+class AutogradApplyValue(HopFunctionValue):
+    """``Function.apply`` (reached as ``MyFn.apply``: the class comes first)."""
+
+    op = "autograd.Function"
+
+    def call(self, tx, args, kwargs):
+        if not args:
+            raise Unsupported("Function.apply without its class")
+        cls_value, rest = args[0], list(args[1:])
+        cls = getattr(cls_value, "obj", None)
+        if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+            raise Unsupported(f"Function.apply on {cls_value.describe()}")
+        if kwargs:
+            raise Unsupported(f"{cls.__name__}.apply with keyword arguments")
+        for a in rest:
+            if not isinstance(a, (TensorValue, ConstantValue)) and not isinstance(a, DictValue):
+                raise Unsupported(f"{cls.__name__}.apply with a {a.describe()} argument")
+        if getattr(cls, "_kiln_refuse", False):
+            raise Unsupported(f"{cls.__name__} is marked not to be captured")
+        return graph_call(tx, "call_function", apply_of(cls), rest, {})
+
+
+_APPLIERS: dict = {}
+
+
+def apply_of(cls):
+    """A plain function calling ``cls.apply``: fx would render the classmethod itself by
+    its torch module path (``torch.autograd.function.apply``), which does not exist."""
+    fn = _APPLIERS.get(cls)
+    if fn is None:
+        def fn(*args):
+            return cls.apply(*args)
+        fn.__name__ = fn.__qualname__ = f"{cls.__name__}_apply"
+        _APPLIERS[cls] = fn
+    return fn

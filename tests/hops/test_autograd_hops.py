@@ -1,0 +1,128 @@
+"""torch.utils.checkpoint (recomputes in backward, gradients equal eager) and custom
+autograd.Function (the user's backward runs, even when it is not the true derivative)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import checkpoint
+
+import kiln
+
+from .harness import Counting, check, hop_nodes
+
+BACKENDS = ["eager", "aot_eager", pytest.param("inductor", marks=pytest.mark.slow)]
+
+
+class CountSin(TorchDispatchMode):
+    """Counts aten.sin calls: the body's forward, once more per recomputation."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.sin.default:
+            self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def body(self, a, scale):
+        return self.lin(a).sin().sin() * scale
+
+    def forward(self, x):
+        return checkpoint(self.body, x, 2.0, use_reentrant=False).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_recomputes_and_matches_eager_gradients(backend):
+    torch.manual_seed(0)
+    m = Block()
+    cc = Counting(backend)
+    cm = kiln.compile(m, backend=cc, fullgraph=True)
+    x = torch.randn(2, 3, requires_grad=True)
+    cm(x)                                    # capture outside the counting mode
+    for _ in range(2):
+        xe, xc = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+        m.zero_grad()
+        m(xe).backward()
+        ge = [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        with CountSin() as forward_only:
+            out = cm(xc)
+        with CountSin() as backward:
+            out.backward()
+        torch.testing.assert_close(xc.grad, xe.grad)
+        for p, g in zip(m.parameters(), ge):
+            torch.testing.assert_close(p.grad, g)
+        if backend != "inductor":                    # inductor fuses sin into kernels
+            assert forward_only.n == 2
+            assert backward.n >= 1, "the body was not recomputed in backward"
+    assert cc.frame_count == 1
+    assert [n.target.__name__ for n in hop_nodes(cc)] == ["tag_activation_checkpoint"]
+
+
+def test_checkpoint_reentrant_breaks():
+    def f(x):
+        return checkpoint(torch.sin, x, use_reentrant=True) + 1
+    with pytest.raises(kiln.Unsupported, match="reentrant"):
+        kiln.compile(f, fullgraph=True)(torch.randn(3))
+
+
+class StraightThrough(torch.autograd.Function):
+    """round() forward, identity-times-k backward: deliberately not the true derivative."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        ctx.save_for_backward(x)
+        return x.round() * k
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        assert ctx.needs_input_grad == (True, False)
+        return grad * ctx.k + 0 * x, None
+
+
+def ste(x, w):
+    return StraightThrough.apply(x * w, 3.0).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_straight_through_estimator_gives_users_gradient(backend):
+    inputs = [(torch.randn(2, 3, requires_grad=True), torch.randn(3)) for _ in range(2)]
+    cc = check(ste, inputs, backend, grad=True, ops=3)
+    x = inputs[0][0].detach().clone().requires_grad_()
+    kiln.compile(ste, backend=backend, fullgraph=True)(x, torch.ones(3)).backward()
+    torch.testing.assert_close(x.grad, torch.full((2, 3), 3.0))     # autograd's would be 0
+    assert cc.frame_count == 1
+
+
+class SortWithIndex(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        values, idx = x.sort(dim=-1)
+        ctx.mark_non_differentiable(idx)
+        ctx.save_for_backward(idx)
+        return values, idx
+
+    @staticmethod
+    def backward(ctx, gv, gi):
+        (idx,) = ctx.saved_tensors
+        return torch.zeros_like(gv).scatter(-1, idx, gv) * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_mark_non_differentiable(backend):
+    def f(x):
+        v, i = SortWithIndex.apply(x)
+        return v * 1.5, i
+    cc = check(f, [(torch.randn(2, 4, requires_grad=True),), (torch.randn(2, 4, requires_grad=True),)], backend,
+               grad=True)
+    assert cc.frame_count == 1
