@@ -15,6 +15,7 @@ the body did not create raise ``HopBodyMutation``.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import torch
@@ -66,6 +67,16 @@ class SubgraphBuilder(GraphBuilder):
         self._last_placeholder = node
         return node
 
+    def call(self, kind, target, node_args, node_kwargs, fake_args, fake_kwargs):
+        # ``bias[q_idx, kv_idx]`` with 0-d integer tensors (score_mod bodies) is advanced
+        # indexing; fake tensors refuse the getitem form as data-dependent, aten.index is not
+        if target is operator.getitem and _all_int_tensors(fake_args[1]):
+            idx_nodes = list(node_args[1]) if isinstance(node_args[1], tuple) else [node_args[1]]
+            idx_fakes = list(fake_args[1]) if isinstance(fake_args[1], tuple) else [fake_args[1]]
+            return super().call(kind, torch.ops.aten.index.Tensor, (node_args[0], idx_nodes), {},
+                                (fake_args[0], idx_fakes), {})
+        return super().call(kind, target, node_args, node_kwargs, fake_args, fake_kwargs)
+
     def lift(self, node, fake):
         if node.graph is self.graph:
             return node
@@ -75,6 +86,12 @@ class SubgraphBuilder(GraphBuilder):
             inner = self.lifted[outer] = self.placeholder(f"lifted_{outer.name}", fake)
             self.lifted_fakes.append(fake)
         return inner
+
+
+def _all_int_tensors(index) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return bool(items) and all(isinstance(i, torch.Tensor) and i.ndim == 0 and not i.is_floating_point()
+                               and i.dtype != torch.bool for i in items)
 
 
 @dataclass

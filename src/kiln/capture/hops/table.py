@@ -9,6 +9,7 @@ import torch._higher_order_ops  # noqa: F401  (registers cond, map, while_loop, 
 import torch.utils.checkpoint
 
 from .autograd import AutogradApplyValue, CheckpointValue
+from .functorch import FlexAttentionValue, FuncTransformValue, flex_attention
 from .control_flow import CondValue, MapValue, ScanValue, WhileLoopValue
 
 
@@ -22,4 +23,8 @@ def hop_functions() -> dict:
     }
     table[torch.utils.checkpoint.checkpoint] = CheckpointValue(torch.utils.checkpoint.checkpoint)
     table[torch.autograd.Function.apply.__func__] = AutogradApplyValue(torch.autograd.Function.apply)
+    for kind in ("grad", "grad_and_value", "vmap", "jacrev"):
+        fn = getattr(torch.func, kind)
+        table[fn] = FuncTransformValue(fn, kind)
+    table[flex_attention] = FlexAttentionValue(flex_attention)
     return table

@@ -1,0 +1,62 @@
+"""torch.func transforms and flex_attention's score_mod traced as subgraphs."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+from .harness import check
+
+BACKENDS = ["eager", "aot_eager"]
+W = torch.randn(3)
+
+
+def grad_closure(x, y):
+    return torch.func.grad(lambda a: (a.sin() * W * y).sum())(x)
+
+
+def grad_and_value_two(x):
+    return torch.func.grad_and_value(lambda a, b: (a * b * W).sum(), argnums=(0, 1))(x, x * 2)
+
+
+def vmap_matmul(x, y):
+    return torch.func.vmap(lambda a: a @ y + W.sum())(x)
+
+
+def jacrev_sin(x):
+    return torch.func.jacrev(lambda a: a.sin() * W)(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make", [
+    (grad_closure, lambda: (torch.randn(3), torch.randn(3))),
+    (grad_and_value_two, lambda: (torch.randn(3),)),
+    (vmap_matmul, lambda: (torch.randn(4, 3), torch.randn(3, 2))),
+    (jacrev_sin, lambda: (torch.randn(3),)),
+])
+def test_transforms(fn, make, backend):
+    check(fn, [make(), make()], backend)
+
+
+def test_vmap_gradients_through_aot_eager():
+    def f(x, y):
+        return torch.func.vmap(lambda a: (a * y).sin())(x)
+    check(f, [(torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True))], "aot_eager", grad=True)
+
+
+def attention_with_bias(q, k, v, bias):
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + bias[q_idx, kv_idx]        # a closure over a bias tensor
+    return flex_attention(q, k, v, score_mod=score_mod)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_flex_attention_score_mod_closure(backend):
+    def make():
+        return (*(torch.randn(1, 2, 8, 4) for _ in range(3)), torch.randn(8, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(attention_with_bias, [make(), make()], backend)
+# flex_attention has no backward on CPU in eager either (NotImplementedError), so no gradient test
