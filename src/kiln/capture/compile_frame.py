@@ -222,6 +222,9 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer):
 def _log(name, gm, guard_source, glue_source):
     if config.log_enabled("graph") and gm is not None:
         print(f"[kiln] graph {name}:\n{gm.code}")
+        for sub_name, sub in gm.named_modules():   # bodies of higher-order operators, nested
+            if sub_name and hasattr(sub, "code"):
+                print(f"[kiln] graph {name}.{sub_name}:\n{sub.code}")
     if config.log_enabled("guards"):
         print(f"[kiln] guards {name}:\n{guard_source}")
     if config.log_enabled("code"):
