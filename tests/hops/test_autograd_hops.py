@@ -67,6 +67,17 @@ def test_checkpoint_recomputes_and_matches_eager_gradients(backend):
     assert [n.target.__name__ for n in hop_nodes(cc)] == ["tag_activation_checkpoint"]
 
 
+def test_checkpoint_under_no_grad_is_a_plain_call():
+    m = Block()
+    cc = Counting("eager")
+    cm = kiln.compile(m, backend=cc, fullgraph=True)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3)
+            torch.testing.assert_close(cm(x), m(x))
+    assert cc.frame_count == 1 and not hop_nodes(cc)
+
+
 def test_checkpoint_reentrant_breaks():
     def f(x):
         return checkpoint(torch.sin, x, use_reentrant=True) + 1

@@ -42,6 +42,10 @@ class CheckpointValue(HopFunctionValue):
             kwargs.pop(name, None)
         if "context_fn" in kwargs:
             raise Unsupported("checkpoint with a context_fn runs as Python")
+        if not torch.is_grad_enabled():
+            # nothing is saved for backward, so there is nothing to recompute: checkpoint is
+            # a plain call (grad mode is guarded by every entry)
+            return fn.call(tx, operands, kwargs)
         body = tx.trace_subgraph(_WithKwargs(fn, kwargs) if kwargs else fn, operands, "checkpoint")
         node, result = emit(tx, tag_activation_checkpoint,
                             (tx.state.builder.add_attr(body.gm, "checkpoint_body"), *body.lifted),
