@@ -137,3 +137,43 @@ def test_mark_non_differentiable(backend):
     cc = check(f, [(torch.randn(2, 4, requires_grad=True),), (torch.randn(2, 4, requires_grad=True),)], backend,
                grad=True)
     assert cc.frame_count == 1
+
+
+LOG = []
+
+
+class Logs(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        LOG.append(1)              # outer state: eager runs it, Kiln does not capture it
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_forward_mutating_outer_state_breaks_and_is_refused_under_fullgraph():
+    def f(x):
+        return Logs.apply(x + 1) * 3
+    with pytest.raises(kiln.Unsupported, match=r"`LOG\.append\(1\)` mutates `LOG` inside the body of "
+                                               r"`autograd.Function`"):
+        kiln.compile(f, fullgraph=True)(torch.randn(3))
+    assert LOG == []
+    x = torch.randn(3)
+    torch.testing.assert_close(kiln.compile(f)(x), f(x))
+    assert LOG == [1, 1]                      # once eager, once at the break: as eager does
+
+
+def test_checkpoint_body_mutation_is_a_break_not_fatal():
+    seen = []
+
+    def f(x):
+        def body(a):
+            seen.append(1)
+            return a.sin()
+        return checkpoint(body, x, use_reentrant=False) + 1
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(kiln.Unsupported, match="inside the body of `checkpoint`"):
+        kiln.compile(f, fullgraph=True)(x)
+    torch.testing.assert_close(kiln.compile(f)(x), f(x))

@@ -94,7 +94,9 @@ def map_body(xs, b, k):
     return hop_map(body, xs, torch.ones(3))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+# inductor cannot lower map_impl or scan with static shapes in torch 2.13 (a data-dependent
+# scalar); the backend policy runs those graphs eagerly, so they are not tested here
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_map(backend):
     cc = check(map_body, [(torch.randn(4, 3), torch.randn(3), 2.0), (torch.randn(4, 3), torch.randn(3), 2.0)],
                backend)

@@ -9,9 +9,9 @@ autograd.Function: ``Fn.apply(*args)`` is recorded as one call of the user's own
 ``apply``.  Every backend then runs the user's forward and, in backward, the user's
 backward (with its ctx: saved tensors, attributes, mark_non_differentiable,
 needs_input_grad): eager runs it as it is, AOTAutograd traces the user's backward
-while it builds the joint graph.  Kiln propagates metadata by running the forward on
-fake tensors, so the forward must be free of Python side effects (it runs once at
-capture time).
+while it builds the joint graph.  Kiln also traces the forward in a body scope, only to
+apply the mutation rule (a forward that writes outer state is a graph break, and an
+error under fullgraph); metadata comes from running the forward on fake tensors.
 """
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ from torch._higher_order_ops.wrap import tag_activation_checkpoint
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue, Value
-from ..values.containers import DictValue
+from ..values.containers import DictValue, TupleValue
 from ..values.tensor import TensorValue, graph_call
 from .control_flow import HopFunctionValue
+from .scope import HopBodyMutation
 from .subgraph import emit, outer_outputs
 
 
@@ -68,6 +69,63 @@ class _WithKwargs(Value):
         return self.fn.call(tx, args, {**self.kwargs, **kwargs})
 
 
+class CtxValue(Value):
+    """The ``ctx`` a forward receives while Kiln checks it: attribute stores and the
+    ctx methods are accepted and kept here (the real ctx is made when apply runs)."""
+
+    _METHODS = frozenset({"save_for_backward", "mark_non_differentiable", "mark_dirty", "set_materialize_grads",
+                          "save_for_forward"})
+
+    def __init__(self, needs_input_grad: tuple):
+        self.attrs: dict = {}
+        self.needs_input_grad = needs_input_grad
+        self.saved: list = []
+
+    def describe(self):
+        return "autograd.Function ctx"
+
+    def getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "needs_input_grad":
+            return tx.wrap(self.needs_input_grad, None)
+        if name == "saved_tensors":
+            return TupleValue(list(self.saved))
+        if name in self._METHODS:
+            return _CtxMethod(self, name)
+        raise Unsupported(f"ctx.{name} in an autograd.Function forward")
+
+    def setattr(self, tx, name, value):
+        self.attrs[name] = value
+
+
+class _CtxMethod(Value):
+    def __init__(self, ctx, name):
+        self.ctx, self.name = ctx, name
+
+    def call(self, tx, args, kwargs):
+        if self.name == "save_for_backward":
+            self.ctx.saved = list(args)
+        return ConstantValue(None)
+
+
+def check_forward(tx, cls, args: list) -> None:
+    """Trace the user's forward in a body scope, for its rules only: a forward that
+    writes outer state is refused (a break in default mode: eager runs it as written).
+    The graph is dropped; what runs is the real apply.  Kiln's own limits inside the
+    forward do not matter here, the forward is run, not traced."""
+    new_style = cls.setup_context is not torch.autograd.function._SingleLevelFunction.setup_context
+    fwd = tx.wrap(cls.forward, None)
+    needs = tuple(isinstance(a, TensorValue) and a.fake.requires_grad for a in args)
+    body_args = list(args) if new_style else [CtxValue(needs), *args]
+    try:
+        tx.trace_subgraph(fwd, body_args, "autograd.Function")
+    except HopBodyMutation:
+        raise
+    except Unsupported:
+        pass
+
+
 class AutogradApplyValue(HopFunctionValue):
     """``Function.apply`` (reached as ``MyFn.apply``: the class comes first)."""
 
@@ -85,8 +143,7 @@ class AutogradApplyValue(HopFunctionValue):
         for a in rest:
             if not isinstance(a, (TensorValue, ConstantValue)) and not isinstance(a, DictValue):
                 raise Unsupported(f"{cls.__name__}.apply with a {a.describe()} argument")
-        if getattr(cls, "_kiln_refuse", False):
-            raise Unsupported(f"{cls.__name__} is marked not to be captured")
+        check_forward(tx, cls, rest)
         return graph_call(tx, "call_function", apply_of(cls), rest, {})
 
 

@@ -5,9 +5,10 @@ A body may read anything outside it but change only what it created itself: eage
 torch runs cond and map bodies through a compiler of its own, and none of the
 operators has a meaning for a body that changes outer state.  ``SideEffects`` asks
 the innermost scope (``side_effects.in_hop``) whether a write is allowed and raises
-the scope's ``mutation_error`` when it is not.  The error is *fatal*: in default mode
-as under fullgraph it reaches the user instead of becoming a graph break, since
-running the operator as Python could not succeed either.
+the scope's ``mutation_error`` when it is not.  For cond, map, while_loop and scan
+the error is *fatal*: in default mode as under fullgraph it reaches the user instead
+of becoming a graph break, since running the operator as Python could not succeed
+either (``FATAL_OPS``).
 """
 from __future__ import annotations
 
@@ -31,16 +32,18 @@ class HopBodyMutation(HopRuleError):
     the user's file:line; the location is attached by the tracer where the write runs.
     """
 
-    def __init__(self, what: str, op: str):
+    def __init__(self, what: str, op: str, fatal: bool = True):
         self.what = what
         self.op = op
+        self.fatal = fatal
         super().__init__(f"{what} is mutated inside the body of `{op}`; higher-order operator bodies "
                          f"may not change outer state")
 
     def with_location(self, location, source_line):
         if self.location is None and location:
             stmt = (source_line or "").strip()
-            target = mutated_expression(stmt) or self.what
+            target, stmt = mutated_expression(stmt)
+            target = target or self.what
             where = _short_location(location)
             if stmt:
                 self.reason = (f"`{stmt}` mutates `{target}` inside the body of `{self.op}` ({where}); "
@@ -56,16 +59,18 @@ def _short_location(location: str) -> str:
     return f"{os.path.basename(path)}:{line}" if path else location
 
 
-def mutated_expression(stmt: str) -> str | None:
-    """What a one-line statement writes to: ``self.w += 1`` -> ``self.w``,
-    ``acc.append(x)`` -> ``acc``, ``acc[0] = x`` -> ``acc``; None if unclear."""
+def mutated_expression(stmt: str) -> tuple[str | None, str]:
+    """What a one-line statement writes to (``self.w += 1`` -> ``self.w``,
+    ``acc.append(x)`` -> ``acc``, ``acc[0] = x`` -> ``acc``; None if unclear), and the
+    statement without its comment."""
     try:
         tree = ast.parse(stmt)
     except SyntaxError:
-        return None
+        return None, stmt
     if len(tree.body) != 1:
-        return None
+        return None, stmt
     node = tree.body[0]
+    stmt = ast.get_source_segment(stmt, node) or stmt
     target = None
     if isinstance(node, ast.AugAssign):
         target = node.target
@@ -79,8 +84,15 @@ def mutated_expression(stmt: str) -> str | None:
         target = node.targets[0]
     if isinstance(target, ast.Subscript):
         target = target.value
-    return ast.unparse(target) if target is not None else None
+    return (ast.unparse(target) if target is not None else None), stmt
 
+
+
+# Operators that eager torch itself runs only by compiling their bodies: a body that
+# breaks their rules cannot run as Python either, so their errors are fatal.  The other
+# operators (checkpoint, autograd.Function, torch.func, flex_attention) run such a body
+# eagerly, so there a mutation is an ordinary refusal: a graph break in default mode.
+FATAL_OPS = frozenset({"cond", "map", "while_loop", "scan"})
 
 
 class HopScope:
@@ -109,4 +121,4 @@ class HopScope:
         return f"{what} is mutated inside the body of `{self.op}`"
 
     def mutation_error(self, what: str) -> HopBodyMutation:
-        return HopBodyMutation(what, self.op)
+        return HopBodyMutation(what, self.op, fatal=self.op in FATAL_OPS)

@@ -26,7 +26,7 @@ from ..graph import GraphBuilder
 from ..values.base import ConstantValue, Value, new_serial
 from ..values.containers import ListValue, TupleValue
 from ..values.tensor import TensorValue
-from .scope import HopScope
+from .scope import HopRuleError, HopScope
 
 
 class SubgraphBuilder(GraphBuilder):
@@ -215,7 +215,7 @@ def trace_subgraph(tx, fn_value: Value, args: list, op: str, prelift=()) -> Subg
         out_nodes = [sub.lift(v.node, v.fake) for v in leaves]
         sub.graph.output(tuple(out_nodes))
     except Unsupported as e:
-        if not getattr(e, "fatal", False) and not getattr(e, "_kiln_hop_noted", False):
+        if not isinstance(e, HopRuleError) and not getattr(e, "_kiln_hop_noted", False):
             e._kiln_hop_noted = True
             e.reason = f"Kiln cannot trace the body of `{op}`: {e.reason}"
             e.args = (e._render(),)

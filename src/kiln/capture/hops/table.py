@@ -22,7 +22,7 @@ def hop_functions() -> dict:
         hops.scan: ScanValue(hops.scan),
     }
     table[torch.utils.checkpoint.checkpoint] = CheckpointValue(torch.utils.checkpoint.checkpoint)
-    table[torch.autograd.Function.apply.__func__] = AutogradApplyValue(torch.autograd.Function.apply)
+    table[torch.autograd.Function.apply.__func__] = AutogradApplyValue(torch.autograd.Function.apply.__func__)
     for kind in ("grad", "grad_and_value", "vmap", "jacrev"):
         fn = getattr(torch.func, kind)
         table[fn] = FuncTransformValue(fn, kind)
