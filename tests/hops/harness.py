@@ -67,6 +67,10 @@ def _close(got, expected, atol, rtol):
         assert type(got) is type(expected) and len(got) == len(expected)
         for g, e in zip(got, expected):
             _close(g, e, atol, rtol)
+    elif isinstance(expected, dict):
+        assert type(got) is dict and list(got) == list(expected)
+        for k in expected:
+            _close(got[k], expected[k], atol, rtol)
     elif isinstance(expected, torch.Tensor):
         assert isinstance(got, torch.Tensor)
         assert got.dtype == expected.dtype and got.requires_grad == expected.requires_grad, (got, expected)

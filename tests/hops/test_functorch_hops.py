@@ -60,3 +60,50 @@ def test_flex_attention_score_mod_closure(backend):
         warnings.simplefilter("ignore")
         check(attention_with_bias, [make(), make()], backend)
 # flex_attention has no backward on CPU in eager either (NotImplementedError), so no gradient test
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+        self.register_buffer("shift", torch.randn(2))
+
+    def forward(self, x):
+        return self.lin(x) + self.shift
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_functional_call_with_other_parameters(backend):
+    torch.manual_seed(0)
+    model = Tiny()
+
+    def f(params, x):
+        return torch.func.functional_call(model, params, (x,))
+
+    def make():
+        return ({k: torch.randn_like(v) for k, v in model.named_parameters()}, torch.randn(4, 3))
+    check(f, [make(), make()], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_sample_gradients_vmap_of_grad_over_a_parameter_dict(backend):
+    torch.manual_seed(0)
+    model = Tiny()
+
+    def loss(params, x, y):
+        out = torch.func.functional_call(model, params, (x.unsqueeze(0),))
+        return ((out - y.unsqueeze(0)) ** 2).sum()
+
+    def per_sample(params, xs, ys):
+        return torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(params, xs, ys)
+
+    def make():
+        return ({k: v.detach().clone() for k, v in model.named_parameters()}, torch.randn(5, 3), torch.randn(5, 2))
+    cc = check(per_sample, [make(), make()], backend)
+    assert cc.frame_count == 1
+
+
+def test_grad_over_a_dict_returns_a_dict():
+    def f(p, x):
+        return torch.func.grad(lambda q, a: (q["w"] * a).sin().sum() + q["b"].sum())(p, x)
+    check(f, [({"w": torch.randn(3), "b": torch.randn(2)}, torch.randn(3))], "eager")

@@ -1,34 +1,51 @@
-"""torch.func transforms (grad, grad_and_value, vmap, jacrev) and flex_attention's
-score_mod: the user's function is traced into a subgraph (closed-over tensors lifted),
-and the outer graph calls a small runner that applies the real transform to the
-subgraph.  Eager runs it as written; AOTAutograd and inductor trace through torch.func
-(it is built to be traced), so the transform never reaches them as Python.
+"""torch.func transforms (grad, grad_and_value, vmap, jacrev), functional_call and
+flex_attention's score_mod.
+
+The user's function is traced into a subgraph (closed-over tensors lifted), and the
+outer graph calls a small runner that applies the real transform to the subgraph.
+Eager runs it as written; AOTAutograd and inductor trace through torch.func (it is
+built to be traced), so the transform never reaches them as Python.  Arguments may
+be tensors or dicts/tuples/lists of tensors (parameter dicts); the runner takes and
+returns flat tensors, and Kiln rebuilds the structures from pytree specs.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.func
+import torch.utils._pytree as pytree
 from torch.nn.attention.flex_attention import flex_attention
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue, Value
+from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.tensor import TensorValue
 from .control_flow import HopFunctionValue
 from .scope import HopRuleError
-from .subgraph import emit
+from .subgraph import emit, emit_known, outer_outputs
 
 _TRANSFORMS = {"grad": torch.func.grad, "grad_and_value": torch.func.grad_and_value,
                "vmap": torch.func.vmap, "jacrev": torch.func.jacrev}
 
 
-def run_transform(kind: str, options: tuple, single: bool, body, n_explicit: int, *operands):
-    """What the outer graph calls: ``torch.func.<kind>(body closed over the lifted inputs)``."""
-    explicit, lifted = operands[:n_explicit], operands[n_explicit:]
+@functools.lru_cache(maxsize=256)
+def _spec(dumped: str):
+    return pytree.treespec_loads(dumped)
 
-    def fn(*args):
-        out = body(*args, *lifted)
-        return out[0] if single else tuple(out)
-    return _TRANSFORMS[kind](fn, **dict(options))(*explicit)
+
+def run_transform(kind: str, options: tuple, in_spec: str, out_spec: str, n_leaves: int, body, *operands):
+    """What the outer graph calls: ``torch.func.<kind>`` of the body (closed over its
+    lifted inputs) on the arguments rebuilt from ``in_spec`` (a dumped pytree spec: fx
+    code must be able to print it); returns flat leaves."""
+    leaves, lifted = operands[:n_leaves], operands[n_leaves:]
+    args = pytree.tree_unflatten(list(leaves), _spec(in_spec))
+
+    body_out = _spec(out_spec)
+
+    def fn(*structured):
+        return pytree.tree_unflatten(list(body(*pytree.tree_leaves(list(structured)), *lifted)), body_out)
+    return tuple(pytree.tree_leaves(_TRANSFORMS[kind](fn, **dict(options))(*args)))
 
 
 def run_flex_attention(options: tuple, body, q, k, v, *lifted):
@@ -38,11 +55,57 @@ def run_flex_attention(options: tuple, body, q, k, v, *lifted):
     return flex_attention(q, k, v, score_mod=score_mod if body is not None else None, **dict(options))
 
 
+_FUNCTIONAL_CALLERS: dict = {}
+
+
+def functional_caller(module):
+    """A runner calling ``torch.func.functional_call`` on one module (fx cannot take a
+    module as an argument); the entry guards the module's identity."""
+    fn = _FUNCTIONAL_CALLERS.get(id(module))
+    if fn is None or fn.module is not module:
+        def fn(keys, n_params, *tensors):
+            params = dict(zip(keys, tensors[:n_params]))
+            return torch.func.functional_call(module, params, tuple(tensors[n_params:]))
+        fn.module = module
+        fn.__name__ = fn.__qualname__ = f"functional_call_{type(module).__name__}"
+        _FUNCTIONAL_CALLERS[id(module)] = fn
+    return fn
+
+
 def _constant(v: Value, what: str):
     try:
         return v.as_constant() if isinstance(v, ConstantValue) else v.python_value()
     except Unsupported:
         raise Unsupported(f"{what} must be a constant")
+
+
+def tensor_tree(v: Value, what: str):
+    """A Value made of tensors in dicts/tuples/lists as the same structure of TensorValues."""
+    if isinstance(v, TensorValue):
+        return v
+    if type(v) in (TupleValue, ListValue):
+        items = [tensor_tree(i, what) for i in v.items]
+        return tuple(items) if isinstance(v, TupleValue) else items
+    if isinstance(v, DictValue) and v.cls is dict and not v.key_values:
+        return {k: tensor_tree(i, what) for k, i in v.items.items()}
+    raise Unsupported(f"{what}: {v.describe()} is not a tensor or a dict/tuple/list of tensors")
+
+
+def values_from_tree(tree) -> Value:
+    """The inverse of ``tensor_tree`` for rebuilt results (leaves are already Values)."""
+    if isinstance(tree, Value):
+        return tree
+    if isinstance(tree, tuple):
+        return TupleValue([values_from_tree(i) for i in tree])
+    if isinstance(tree, list):
+        return ListValue([values_from_tree(i) for i in tree])
+    if isinstance(tree, dict):
+        return DictValue({k: values_from_tree(i) for k, i in tree.items()})
+    raise Unsupported(f"a transform returned a {type(tree).__name__}")
+
+
+def _is_tv(x) -> bool:
+    return isinstance(x, TensorValue)
 
 
 class FuncTransformValue(HopFunctionValue):
@@ -75,28 +138,93 @@ class TransformedValue(Value):
         return f"torch.func.{self.kind}({self.fn_value.describe()})"
 
     def call(self, tx, args, kwargs):
-        if kwargs or not all(isinstance(a, TensorValue) for a in args):
-            raise Unsupported(f"{self.describe()} called with keyword or non-tensor arguments")
-        fakes = [a.fake for a in args]
+        if kwargs:
+            raise Unsupported(f"{self.describe()} called with keyword arguments")
+        trees = [tensor_tree(a, f"an argument of {self.describe()}") for a in args]
+        leaves, in_spec = pytree.tree_flatten(trees, is_leaf=_is_tv)
+        fake_trees = pytree.tree_map(lambda v: v.fake, trees, is_leaf=_is_tv)
+        body_fakes = fake_trees
         if self.kind == "vmap":
             dims = self.options.get("in_dims", 0)
             dims = dims if isinstance(dims, (tuple, list)) else [dims] * len(args)
             with tx.state.builder.fake_mode:
-                fakes = [f if d is None else f.select(d, 0) for f, d in zip(fakes, dims)]
-        body = tx.trace_subgraph(self.fn_value, fakes, self.kind)
-        single = len(body.out_values) == 1 and body.rebuild([body.out_values[0]]) is body.out_values[0]
+                body_fakes = [t if d is None else pytree.tree_map(lambda f, d=d: f.select(d, 0), t)
+                              for t, d in zip(fake_trees, dims)]
+        body = tx.trace_subgraph(self.fn_value, list(body_fakes), self.kind)
         builder = tx.state.builder
         options = tuple(sorted(self.options.items()))
-        nodes = [builder.lift(a.node, a.fake) for a in args]
+        nodes = [builder.lift(v.node, v.fake) for v in leaves]
         attr = builder.add_attr(body.gm, f"{self.kind}_body")
-        node, result = emit(tx, run_transform,
-                            (self.kind, options, single, attr, len(args), *nodes, *body.lifted),
-                            (self.kind, options, single, body.gm, len(args), *fakes_of(args), *body.lifted_fakes))
+        # the result's structure (dicts of gradients...) comes from running the transform
+        # on fakes here; the node returns its flat leaves
+        fakes = [v.fake for v in leaves]
+        with builder.fake_mode:
+            body_spec = pytree.tree_structure(body.out_tree)
+            out_tree = _TRANSFORMS[self.kind](_closed(body.gm, body.lifted_fakes, body_spec), **self.options)(
+                *pytree.tree_unflatten(fakes, in_spec))
+        out_leaves, out_spec = pytree.tree_flatten(out_tree)
+        node, result = emit_known(tx, run_transform,
+                                  (self.kind, options, pytree.treespec_dumps(in_spec),
+                                   pytree.treespec_dumps(body_spec), len(leaves), attr, *nodes, *body.lifted),
+                                  tuple(out_leaves))
+        outs = outer_outputs(tx, node, result, len(result))
+        return values_from_tree(pytree.tree_unflatten(outs, out_spec))
+
+
+def _closed(gm, lifted, out_spec):
+    def fn(*structured):
+        return pytree.tree_unflatten(list(gm(*pytree.tree_leaves(list(structured)), *lifted)), out_spec)
+    return fn
+
+
+class FunctionalCallValue(HopFunctionValue):
+    op = "functional_call"
+
+    def call(self, tx, args, kwargs):
+        a = self.bind(args, kwargs, ["module", "parameter_and_buffer_dicts", "args", "kwargs", "tie_weights",
+                                     "strict"],
+                      {"kwargs": ConstantValue(None), "tie_weights": ConstantValue(True),
+                       "strict": ConstantValue(False)})
+        mod_value = a["module"]
+        module = getattr(mod_value, "obj", None)
+        if not isinstance(module, torch.nn.Module):
+            raise Unsupported(f"functional_call on {mod_value.describe()}")
+        if not (isinstance(a["kwargs"], ConstantValue) and a["kwargs"].value is None) or \
+                not a["tie_weights"].as_constant() is True or a["strict"].as_constant():
+            raise Unsupported("functional_call with kwargs, tie_weights=False or strict=True")
+        params = tensor_tree(a["parameter_and_buffer_dicts"], "functional_call's parameters")
+        if isinstance(params, (tuple, list)):
+            merged = {}
+            for d in params:
+                merged.update(d)
+            params = merged
+        if not isinstance(params, dict):
+            raise Unsupported("functional_call's parameters must be a dict (or dicts) of tensors")
+        call_args = a["args"]
+        call_args = [call_args] if isinstance(call_args, TensorValue) else tensor_tree(call_args, "functional_call's args")
+        if not all(isinstance(x, TensorValue) for x in call_args):
+            raise Unsupported("functional_call with arguments that are not tensors")
+        if mod_value.source is not None:
+            tx.state.guards.identity(mod_value.source, module, "module")
+        # every other parameter and buffer is passed in as well, read through Kiln (guarded,
+        # an input of the graph): a tensor the module read by itself at run time would be
+        # invisible to AOTAutograd
+        params = dict(params)
+        for name, _ in [*module.named_parameters(), *module.named_buffers()]:
+            if name not in params:
+                v = mod_value
+                for part in name.split("."):
+                    v = v.getattr(tx, part)
+                if not isinstance(v, TensorValue):
+                    raise Unsupported(f"functional_call: {name} of the module is not a tensor")
+                params[name] = v
+        keys = tuple(params)
+        tensors = [*params.values(), *call_args]
+        builder = tx.state.builder
+        nodes = [builder.lift(t.node, t.fake) for t in tensors]
+        node, result = emit(tx, functional_caller(module), (keys, len(keys), *nodes),
+                            (keys, len(keys), *[t.fake for t in tensors]))
         return tx.wrap_fake_result(node, result)
-
-
-def fakes_of(values):
-    return [v.fake for v in values]
 
 
 class FlexAttentionValue(HopFunctionValue):
@@ -127,5 +255,5 @@ class FlexAttentionValue(HopFunctionValue):
             body_attr = builder.add_attr(body_gm, "score_mod")
         nodes = [builder.lift(t.node, t.fake) for t in (q, k, v)]
         node, result = emit(tx, run_flex_attention, (options, body_attr, *nodes, *lifted),
-                            (options, body_gm, *fakes_of((q, k, v)), *lifted_fakes))
+                            (options, body_gm, *[t.fake for t in (q, k, v)], *lifted_fakes))
         return tx.wrap_fake_result(node, result)

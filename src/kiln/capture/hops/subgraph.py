@@ -22,9 +22,9 @@ import torch
 import torch.fx
 
 from ...exc import Unsupported
-from ..graph import GraphBuilder
+from ..graph import GraphBuilder, _sanitize
 from ..values.base import ConstantValue, Value, new_serial
-from ..values.containers import ListValue, TupleValue
+from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.tensor import TensorValue
 from .scope import HopRuleError, HopScope
 
@@ -52,7 +52,7 @@ class SubgraphBuilder(GraphBuilder):
         return self.parent.add_input(real, source, hint)
 
     def placeholder(self, hint: str, fake) -> torch.fx.Node:
-        name = self._unique(hint)
+        name = self._unique(_sanitize(hint)[:60])
         if self._last_placeholder is not None:
             with self.graph.inserting_after(self._last_placeholder):
                 node = self.graph.placeholder(name)
@@ -83,7 +83,8 @@ class SubgraphBuilder(GraphBuilder):
         outer = self.parent.lift(node, fake)
         inner = self.lifted.get(outer)
         if inner is None:
-            inner = self.lifted[outer] = self.placeholder(f"lifted_{outer.name}", fake)
+            inner = self.lifted[outer] = self.placeholder(
+                outer.name if outer.name.startswith("lifted_") else f"lifted_{outer.name}", fake)
             self.lifted_fakes.append(fake)
         return inner
 
@@ -105,6 +106,7 @@ class Subgraph:
     out_values: list                 # the body's output Values (inside the body)
     rebuild: object                  # list of outer Values -> the body's output structure
     arg_values: list = field(default_factory=list)
+    out_tree: object = None          # the output structure with 0 for each tensor (a pytree)
 
     @property
     def n_lifted(self) -> int:
@@ -135,6 +137,8 @@ def _make_arg(sub, scope, a, hint):
     if isinstance(a, (tuple, list)):
         items = [_make_arg(sub, scope, x, f"{hint}_{j}") for j, x in enumerate(a)]
         v = TupleValue(items) if isinstance(a, tuple) else ListValue(items)
+    elif isinstance(a, dict):
+        v = DictValue({k: _make_arg(sub, scope, x, f"{hint}_{k}") for k, x in a.items()})
     else:
         v = body_argument(sub, a, hint)
     scope.foreign_ids.add(id(v))
@@ -186,6 +190,10 @@ def flatten_output(v: Value, op: str) -> tuple[list, object]:
                 i += len(p_leaves)
             return ctor(out)
         return leaves, rebuild
+    if isinstance(v, DictValue) and v.cls is dict and not v.key_values:
+        keys = list(v.items)
+        leaves, rebuild_items = flatten_output(TupleValue([v.items[k] for k in keys]), op)
+        return leaves, lambda new: DictValue(dict(zip(keys, rebuild_items(new).items)))
     if isinstance(v, ConstantValue) and v.value is None:
         return [], lambda leaves: v
     raise Unsupported(f"the body of `{op}` returns {v.describe()}; bodies must return tensors "
@@ -225,7 +233,19 @@ def trace_subgraph(tx, fn_value: Value, args: list, op: str, prelift=()) -> Subg
         state.side_effects.in_hop.pop()
     gm = torch.fx.GraphModule(sub.attrs, sub.graph, class_name=f"{op.replace('.', '_')}_body")
     return Subgraph(gm, list(sub.lifted), list(sub.lifted_fakes), [v.fake for v in leaves], leaves, rebuild,
-                    body_args)
+                    body_args, _tree_of(result))
+
+
+def _tree_of(v: Value):
+    if isinstance(v, TensorValue):
+        return 0
+    if isinstance(v, TupleValue):
+        return tuple(_tree_of(i) for i in v.items)
+    if isinstance(v, ListValue):
+        return [_tree_of(i) for i in v.items]
+    if isinstance(v, DictValue):
+        return {k: _tree_of(i) for k, i in v.items.items()}
+    return None
 
 
 def emit(tx, target, node_args: tuple, fake_args: tuple, node_kwargs=None, fake_kwargs=None):
