@@ -59,6 +59,30 @@ def test_flex_attention_score_mod_closure(backend):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(attention_with_bias, [make(), make()], backend)
+WINDOW = torch.tensor(3)
+
+
+def causal_window(b, h, q_idx, kv_idx):
+    return (q_idx >= kv_idx) & (q_idx - kv_idx <= WINDOW)     # a closure over a tensor
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_flex_attention_block_mask_with_mask_mod_closure(backend):
+    from torch.nn.attention.flex_attention import create_block_mask
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bm = create_block_mask(causal_window, B=None, H=None, Q_LEN=8, KV_LEN=8, device="cpu", BLOCK_SIZE=4)
+
+        def f(q, k, v, bias):
+            return flex_attention(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[qi, ki], block_mask=bm)
+
+        def make():
+            return (*(torch.randn(1, 2, 8, 4) for _ in range(3)), torch.randn(8, 8))
+        args = make()
+        assert not torch.allclose(f(*args), attention_with_bias(*args))   # the mask matters
+        check(f, [args, make()], backend)
+
+
 # flex_attention has no backward on CPU in eager either (NotImplementedError), so no gradient test
 
 

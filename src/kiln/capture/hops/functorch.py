@@ -15,7 +15,7 @@ import functools
 import torch
 import torch.func
 import torch.utils._pytree as pytree
-from torch.nn.attention.flex_attention import flex_attention
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue, Value
@@ -48,11 +48,36 @@ def run_transform(kind: str, options: tuple, in_spec: str, out_spec: str, n_leav
     return tuple(pytree.tree_leaves(_TRANSFORMS[kind](fn, **dict(options))(*args)))
 
 
-def run_flex_attention(options: tuple, body, q, k, v, *lifted):
-    """flex_attention with the traced score_mod closed over its lifted tensors."""
+_MASK_TENSORS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks",
+                 "q_indices", "full_q_num_blocks", "full_q_indices", "dq_write_order", "dq_write_order_full",
+                 "dq_kv_order")
+
+
+def run_flex_attention(options: tuple, score_body, n_score: int, mask: tuple | None, mask_body, q, k, v, *rest):
+    """flex_attention with the traced score_mod and mask_mod closed over their lifted
+    tensors.  ``mask`` describes the BlockMask: its constants and which of its tensor
+    fields are present (those follow the score_mod's lifted inputs in ``rest``)."""
+    score_lifted = rest[:n_score]
+    rest = rest[n_score:]
+
     def score_mod(score, b, h, q_idx, kv_idx):
-        return body(score, b, h, q_idx, kv_idx, *lifted)[0]
-    return flex_attention(q, k, v, score_mod=score_mod if body is not None else None, **dict(options))
+        return score_body(score, b, h, q_idx, kv_idx, *score_lifted)[0]
+    block_mask = None
+    if mask is not None:
+        constants, present = mask
+        fields, i = {}, 0
+        for name in _MASK_TENSORS:
+            if name in present:
+                fields[name], i = rest[i], i + 1
+            else:
+                fields[name] = None
+        mask_lifted = rest[i:]
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return mask_body(b, h, q_idx, kv_idx, *mask_lifted)[0]
+        block_mask = BlockMask(**dict(constants), **fields, mask_mod=mask_mod)
+    return flex_attention(q, k, v, score_mod=score_mod if score_body is not None else None, block_mask=block_mask,
+                          **dict(options))
 
 
 _FUNCTIONAL_CALLERS: dict = {}
@@ -238,8 +263,6 @@ class FlexAttentionValue(HopFunctionValue):
         q, k, v = a["query"], a["key"], a["value"]
         if not all(isinstance(t, TensorValue) for t in (q, k, v)):
             raise Unsupported("flex_attention with query/key/value that are not tensors")
-        if not (isinstance(a["block_mask"], ConstantValue) and a["block_mask"].value is None):
-            raise Unsupported("flex_attention with a block_mask (mask_mod) runs as Python")
         options = tuple((n, _constant(a[n], f"flex_attention's {n}"))
                         for n in ("scale", "enable_gqa", "return_lse", "kernel_options"))
         builder = tx.state.builder
@@ -253,7 +276,35 @@ class FlexAttentionValue(HopFunctionValue):
                 raise HopRuleError("flex_attention's score_mod must return one 0-d tensor")
             body_gm, lifted, lifted_fakes = body.gm, body.lifted, body.lifted_fakes
             body_attr = builder.add_attr(body_gm, "score_mod")
-        nodes = [builder.lift(t.node, t.fake) for t in (q, k, v)]
-        node, result = emit(tx, run_flex_attention, (options, body_attr, *nodes, *lifted),
-                            (options, body_gm, *[t.fake for t in (q, k, v)], *lifted_fakes))
+        mask, mask_attr, mask_gm, mask_values, mask_lifted, mask_lifted_fakes = self._block_mask(tx, a["block_mask"])
+        nodes = [builder.lift(t.node, t.fake) for t in (q, k, v, *mask_values)]
+        node, result = emit(tx, run_flex_attention,
+                            (options, body_attr, len(lifted), mask, mask_attr, *nodes[:3], *lifted, *nodes[3:],
+                             *mask_lifted),
+                            (options, body_gm, len(lifted), mask, mask_gm, *[t.fake for t in (q, k, v)],
+                             *lifted_fakes, *[t.fake for t in mask_values], *mask_lifted_fakes))
         return tx.wrap_fake_result(node, result)
+
+    def _block_mask(self, tx, bm: Value):
+        """A BlockMask argument: its tensors become inputs, its mask_mod a subgraph."""
+        if isinstance(bm, ConstantValue) and bm.value is None:
+            return None, None, None, [], [], []
+        if not isinstance(getattr(bm, "obj", None), BlockMask):
+            raise Unsupported(f"flex_attention's block_mask is {bm.describe()}, not a BlockMask passed in")
+        constants = tuple((n, _constant(bm.getattr(tx, n), f"BlockMask.{n}"))
+                          for n in ("seq_lengths", "BLOCK_SIZE", "dq_kv_order_spt"))
+        present, values = [], []
+        for name in _MASK_TENSORS:
+            v = bm.getattr(tx, name)
+            if isinstance(v, TensorValue):
+                present.append(name)
+                values.append(v)
+            elif not (isinstance(v, ConstantValue) and v.value is None):
+                raise Unsupported(f"BlockMask.{name} is {v.describe()}")
+        with tx.state.builder.fake_mode:
+            idx = [torch.empty((), dtype=torch.int32) for _ in range(4)]
+        body = tx.trace_subgraph(bm.getattr(tx, "mask_mod"), idx, "flex_attention")
+        if len(body.out_fakes) != 1 or body.out_fakes[0].shape != () or body.out_fakes[0].dtype != torch.bool:
+            raise HopRuleError("flex_attention's mask_mod must return one 0-d boolean tensor")
+        attr = tx.state.builder.add_attr(body.gm, "mask_mod")
+        return (constants, tuple(present)), attr, body.gm, values, body.lifted, body.lifted_fakes
