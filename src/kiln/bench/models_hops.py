@@ -40,7 +40,7 @@ class CondHeads(nn.Module):
         return torch.cond(h.mean() > 0, self.wide, self.narrow, (h,))
 
 
-register("checkpointed_mlp", _with_loss(CheckpointedMLP),
+register("checkpointed_blocks", _with_loss(CheckpointedMLP),
          _with_labels(lambda g: {"x": torch.randn(BATCH, 256, generator=g)}, 10),
          suites=("hops",), description="residual MLP blocks under torch.utils.checkpoint")
 register("cond_heads", _with_loss(CondHeads),
