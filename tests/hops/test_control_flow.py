@@ -179,3 +179,37 @@ def test_unsupported_body_breaks_in_default_mode_and_raises_under_fullgraph():
     x = torch.randn(2, 3)
     torch.testing.assert_close(kiln.compile(f)(x), f(x))
     assert any("body of `map`" in b.reason for b in metrics.breaks)
+
+
+class Powered(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = 2.0
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda a: a.pow(self.p), lambda a: a.abs().pow(self.p + 1), (x,))
+
+
+def test_cond_branch_reading_a_module_constant_is_guarded():
+    m = Powered()
+    cc = Counting("eager")
+    cm = kiln.compile(m, backend=cc, fullgraph=True)
+    for x in (torch.rand(3) + 0.5, -torch.rand(3) - 0.5):
+        torch.testing.assert_close(cm(x), m(x))
+    assert cc.frame_count == 1
+    m.p = 3.0
+    x = torch.rand(3) + 0.5
+    torch.testing.assert_close(cm(x), m(x))
+    assert cc.frame_count == 2
+
+
+def test_hop_after_a_graph_break_is_traced_in_the_continuation():
+    def f(x):
+        y = x * 2
+        print("break", end="")          # a graph break in default mode
+        return torch.cond(y.sum() > 0, lambda a: a + 1, lambda a: a - 1, (y,))
+    cc = Counting("eager")
+    cf = kiln.compile(f, backend=cc)
+    for x in (torch.rand(3), -torch.rand(3)):
+        torch.testing.assert_close(cf(x), f(x))
+    assert cc.frame_count == 2 and len(hop_nodes(cc)) == 1

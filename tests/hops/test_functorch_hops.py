@@ -9,7 +9,7 @@ from torch.nn.attention.flex_attention import flex_attention
 
 from .harness import check
 
-BACKENDS = ["eager", "aot_eager"]
+BACKENDS = ["eager", "aot_eager", pytest.param("inductor", marks=pytest.mark.slow)]
 W = torch.randn(3)
 
 
