@@ -17,7 +17,7 @@ from ..values.base import ConstantValue, Value
 from ..values.containers import ListValue, TupleValue
 from ..values.tensor import TensorValue, graph_call
 from .scope import HopRuleError
-from .subgraph import emit, emit_known, flatten_output, fresh_fake, lower, merge_lifted, outer_outputs
+from .subgraph import emit, emit_known, fresh_fake, lower, merge_lifted, outer_outputs
 
 
 class HopFunctionValue(Value):

@@ -16,7 +16,7 @@ the body did not create raise ``HopBodyMutation``.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.fx
@@ -105,12 +105,7 @@ class Subgraph:
     out_fakes: list                  # one fake per output
     out_values: list                 # the body's output Values (inside the body)
     rebuild: object                  # list of outer Values -> the body's output structure
-    arg_values: list = field(default_factory=list)
     out_tree: object = None          # the output structure with 0 for each tensor (a pytree)
-
-    @property
-    def n_lifted(self) -> int:
-        return len(self.lifted)
 
 
 def fresh_fake(builder, fake):
@@ -233,7 +228,7 @@ def trace_subgraph(tx, fn_value: Value, args: list, op: str, prelift=()) -> Subg
         state.side_effects.in_hop.pop()
     gm = torch.fx.GraphModule(sub.attrs, sub.graph, class_name=f"{op.replace('.', '_')}_body")
     return Subgraph(gm, list(sub.lifted), list(sub.lifted_fakes), [v.fake for v in leaves], leaves, rebuild,
-                    body_args, _tree_of(result))
+                    _tree_of(result))
 
 
 def _tree_of(v: Value):
