@@ -177,3 +177,26 @@ def test_checkpoint_body_mutation_is_a_break_not_fatal():
     with pytest.raises(kiln.Unsupported, match="inside the body of `checkpoint`"):
         kiln.compile(f, fullgraph=True)(x)
     torch.testing.assert_close(kiln.compile(f)(x), f(x))
+
+
+class Checked(torch.autograd.Function):
+    """A forward that validates its input with a raise Kiln traces but never takes."""
+
+    @staticmethod
+    def forward(ctx, x):
+        if x.dim() != 2:
+            raise ValueError("2-d only")
+        ctx.rows = x.shape[0]
+        return x * ctx.rows
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.rows
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_forward_with_python_checks_and_ctx_attributes(backend):
+    def f(x):
+        return Checked.apply(x).sum(dim=0)
+    check(f, [(torch.randn(3, 2, requires_grad=True),), (torch.randn(3, 2, requires_grad=True),)], backend,
+          grad=True)

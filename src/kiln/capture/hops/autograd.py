@@ -20,7 +20,7 @@ import torch.utils.checkpoint
 from torch._higher_order_ops.wrap import tag_activation_checkpoint
 
 from ...exc import Unsupported
-from ..values.base import ConstantValue, Value
+from ..values.base import ConstantValue, TracedException, Value
 from ..values.containers import DictValue, TupleValue
 from ..values.tensor import TensorValue, graph_call
 from .control_flow import HopFunctionValue
@@ -122,8 +122,8 @@ def check_forward(tx, cls, args: list) -> None:
         tx.trace_subgraph(fwd, body_args, "autograd.Function")
     except HopBodyMutation:
         raise
-    except Unsupported:
-        pass
+    except (Unsupported, TracedException):
+        pass     # the forward is run, not traced: only its writes to outer state matter here
 
 
 class AutogradApplyValue(HopFunctionValue):
