@@ -192,3 +192,31 @@ def test_mutations_outside_bodies_are_still_traced():
     m = M()
     kiln.compile(m, fullgraph=True)(torch.randn(3, 2))
     assert m.w.item() == 2
+
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+
+def test_object_made_in_the_frame_is_outer_state_for_the_body():
+    def f(xs):
+        c = Counter()
+
+        def body(x):
+            c.n += 1
+            return x
+        return hop_map(body, xs), c.n
+    with pytest.raises(kiln.Unsupported, match=MSG.format(stmt=r"c\.n \+= 1", target=r"c\.n")):
+        kiln.compile(f)(torch.randn(3, 2))
+
+
+def test_body_may_build_and_change_its_own_objects():
+    def f(xs):
+        def body(x):
+            c = Counter()
+            c.n += 2
+            return x * c.n
+        return hop_map(body, xs)
+    xs = torch.randn(3, 2)
+    torch.testing.assert_close(kiln.compile(f, fullgraph=True)(xs), xs * 2)

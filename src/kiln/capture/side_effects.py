@@ -11,7 +11,6 @@ from __future__ import annotations
 from ..exc import Unsupported
 
 
-
 class SideEffects:
     def __init__(self):
         self.attr_writes: dict = {}       # (id(obj), name) -> (obj_value, name, value)
@@ -59,10 +58,11 @@ class SideEffects:
         hit = self.global_writes.get((id(globals_dict), name))
         return hit[2] if hit is not None else None
 
-    def check_cell(self, cell_value):
-        """A cell made in the frame (no real cell): only a body's own cells may change."""
-        if self.in_hop and not self.in_hop[-1].owns(cell_value):
-            raise self.in_hop[-1].mutation_error("a closure variable")
+    def check_local_write(self, value, what: str):
+        """A write to something made in the frame (a cell, a new object: nothing to replay):
+        inside a higher-order operator's body only the body's own may change."""
+        if self.in_hop and not self.in_hop[-1].owns(value):
+            raise self.in_hop[-1].mutation_error(what)
 
     def store_cell(self, cell_value, value):
         self._check_allowed("a closure variable")

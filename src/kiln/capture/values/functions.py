@@ -40,7 +40,7 @@ class CellValue(Value):
         if self.real_cell is not None:
             tx.state.side_effects.store_cell(self, value)
         else:
-            tx.state.side_effects.check_cell(self)
+            tx.state.side_effects.check_local_write(self, "a closure variable")
         self.value = value
 
 
