@@ -220,3 +220,19 @@ def test_body_may_build_and_change_its_own_objects():
         return hop_map(body, xs)
     xs = torch.randn(3, 2)
     torch.testing.assert_close(kiln.compile(f, fullgraph=True)(xs), xs * 2)
+
+
+@pytest.mark.parametrize("body", [
+    lambda acc, x: (torch.relu_(acc), x * 2)[1],
+    lambda acc, x: (torch.add(x, 1, out=acc), x * 2)[1],
+], ids=["relu_", "out="])
+def test_in_place_torch_functions_and_out_arguments(body):
+    acc = torch.zeros(2)
+
+    def f(xs):
+        def inner(x):
+            return body(acc, x)
+        return hop_map(inner, xs)
+    with pytest.raises(kiln.Unsupported, match=r"mutates .* inside the body of `map`"):
+        kiln.compile(f, fullgraph=True)(torch.randn(3, 2))
+    assert torch.equal(acc, torch.zeros(2))

@@ -86,6 +86,6 @@ class CaptureState:
     def note_tensor_mutation(self, args, kwargs):
         if self.side_effects.in_hop:
             scope = self.side_effects.in_hop[-1]
-            first = args[0] if args else None
+            first = kwargs.get("out") if kwargs.get("out") is not None else (args[0] if args else None)
             if isinstance(first, TensorValue) and not scope.owns_tensor(first):
                 raise scope.mutation_error(f"tensor {first.describe()} (in-place op)")

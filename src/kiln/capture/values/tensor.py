@@ -185,6 +185,12 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     node, result = state.builder.call(kind, target, tuple(node_args), node_kwargs, tuple(fake_args), fake_kwargs)
     mutating = (kind == "call_method" and target.endswith("_") and not target.startswith("__")) \
         or target in _KEEP_EVEN_WITHOUT_OUTPUT or kwargs.get("out") is not None
+    if not mutating and kind == "call_function":
+        # torch.relu_(t), torch.nn.init.*_ (t): in place on their first argument (checked
+        # only inside higher-order operator bodies; the node is kept either way)
+        name = getattr(target, "__name__", "") or ""
+        if name.endswith("_") and not name.startswith("_") and contains_fake(result):
+            state.note_tensor_mutation(args, kwargs)
     if not contains_fake(result) and not mutating:
         state.builder.graph.erase_node(node)
         return tx.wrap_fake_result(None, result)
