@@ -78,7 +78,7 @@ class FrameCache:
         try:
             entry = capture(fn, args, kwargs, self.compiler, self.fullgraph, self.shapes)
         except Unsupported as e:
-            if self.fullgraph:
+            if self.fullgraph or getattr(e, "fatal", False):   # a broken higher-order operator rule
                 raise
             self._fallback(f"{e.reason}", e.location, e.source_line)
             return None

@@ -140,6 +140,7 @@ class BucketSplittingBackend:
 
     def __init__(self, backend: Callable, find_layout: Callable[[], Optional[BucketLayout]]):
         self.backend = backend
+        self.wrapped_backend = backend   # the convention tools use to name the real backend
         self.find_layout = find_layout
         self.__name__ = getattr(backend, "__name__", type(backend).__name__)
 

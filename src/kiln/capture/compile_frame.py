@@ -99,7 +99,8 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
             state.restore_global_state()
         except Unsupported as e:
             index = getattr(e, "root_index", None)
-            if fullgraph or index is None or index == break_at:
+            # fatal: a higher-order operator's rule is broken; Python could not run it either
+            if fullgraph or index is None or index == break_at or getattr(e, "fatal", False):
                 raise
             break_at, reason = index, e
             continue
@@ -167,7 +168,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     gm = None
     op_count = builder.count_ops()
     if op_count or needed:
-        gm = torch.fx.GraphModule(torch.nn.Module(), builder.graph, class_name=f"GraphModule_{name}")
+        gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
         compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder)
         graph_ref = cg.ref(compiled)
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
@@ -252,6 +253,9 @@ def _check_marked_dims(builder) -> None:
 def _log(name, gm, guard_source, glue_source):
     if config.log_enabled("graph") and gm is not None:
         print(f"[kiln] graph {name}:\n{gm.code}")
+        for sub_name, sub in gm.named_modules():   # bodies of higher-order operators, nested
+            if sub_name and hasattr(sub, "code"):
+                print(f"[kiln] graph {name}.{sub_name}:\n{sub.code}")
     if config.log_enabled("guards"):
         print(f"[kiln] guards {name}:\n{guard_source}")
     if config.log_enabled("code"):

@@ -73,6 +73,7 @@ class GraphBuilder:
         self._names: set[str] = set()
         self._first_output_node = None
         self.guard_locations: list = []   # user location at which each ShapeEnv guard was added
+        self.attrs: dict = {}   # name -> subgraph GraphModule (bodies of higher-order operators)
 
     @property
     def is_dynamic(self) -> bool:
@@ -199,6 +200,19 @@ class GraphBuilder:
                     node = self.graph.placeholder(name)
             else:
                 node = self.graph.placeholder(name)
+        return node
+
+    def lift(self, node: torch.fx.Node, fake) -> torch.fx.Node:
+        """The node standing for ``node`` in this graph; a subgraph builder turns a node of
+        an enclosing graph into an input (``hops/subgraph.py``)."""
+        return node
+
+    def add_attr(self, gm, hint: str) -> torch.fx.Node:
+        """A ``get_attr`` node for a subgraph module attached to this graph."""
+        name = self._unique(_sanitize(hint))
+        self.attrs[name] = gm
+        node = self.graph.get_attr(name)
+        node.meta["example_value"] = gm
         return node
 
     def _unique(self, base: str) -> str:

@@ -12,6 +12,7 @@ from ..config import config
 from ..exc import Unsupported
 from . import operators
 from .handlers import HANDLERS
+from .hops import subgraph
 from .instructions import (CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode,
                            exception_table, index_at_offset)
 from .sources import GlobalSource
@@ -205,3 +206,6 @@ class Tracer:
 
     def apply_operator(self, fn, *args: Value) -> Value:
         return operators.apply_operator(self, fn, *args)
+
+    def trace_subgraph(self, fn_value, args: list, op: str, prelift=()):
+        return subgraph.trace_subgraph(self, fn_value, args, op, prelift)

@@ -23,7 +23,7 @@ class SideEffects:
 
     def _check_allowed(self, what: str, target_is_new: bool = False):
         if self.in_hop and not target_is_new:
-            raise Unsupported(self.in_hop[-1].mutation_message(what))
+            raise self.in_hop[-1].mutation_error(what)
 
     # -- recording ----------------------------------------------------------------
     def store_attr(self, obj_value, name: str, value):
@@ -58,6 +58,12 @@ class SideEffects:
         hit = self.global_writes.get((id(globals_dict), name))
         return hit[2] if hit is not None else None
 
+    def check_local_write(self, value, what: str):
+        """A write to something made in the frame (a cell, a new object: nothing to replay):
+        inside a higher-order operator's body only the body's own may change."""
+        if self.in_hop and not self.in_hop[-1].owns(value):
+            raise self.in_hop[-1].mutation_error(what)
+
     def store_cell(self, cell_value, value):
         self._check_allowed("a closure variable")
         self.cell_writes[id(cell_value)] = (cell_value, value)
@@ -65,8 +71,8 @@ class SideEffects:
     def mutated(self, container):
         container.dirty = True
         if container.source is None:
-            if self.in_hop and id(container) not in self.in_hop[-1].created_ids:
-                raise Unsupported(self.in_hop[-1].mutation_message(container.describe()))
+            if self.in_hop and not self.in_hop[-1].owns(container):
+                raise self.in_hop[-1].mutation_error(container.describe())
             return
         self._check_allowed(container.describe())
         self.mutated_containers[id(container)] = container

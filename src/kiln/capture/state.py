@@ -7,6 +7,7 @@ import torch
 from ..exc import Unsupported
 from .graph import GraphBuilder
 from .guards import GuardSet
+from .hops.table import hop_functions
 from .side_effects import SideEffects
 from .dynamism import ShapePolicy
 from .sources import Namespace
@@ -63,7 +64,7 @@ class CaptureState:
     # -- special functions -------------------------------------------------------------
     def special_functions(self) -> dict:
         if self._special is None:
-            self._special = torch_special_functions()
+            self._special = {**torch_special_functions(), **hop_functions()}
         return self._special
 
     # -- global state ----------------------------------------------------------------------
@@ -87,6 +88,6 @@ class CaptureState:
     def note_tensor_mutation(self, args, kwargs):
         if self.side_effects.in_hop:
             scope = self.side_effects.in_hop[-1]
-            first = args[0] if args else None
-            if isinstance(first, TensorValue) and id(first) not in scope.created_ids:
-                raise Unsupported(scope.mutation_message(f"tensor {first.describe()} (in-place op)"))
+            first = kwargs.get("out") if kwargs.get("out") is not None else (args[0] if args else None)
+            if isinstance(first, TensorValue) and not scope.owns_tensor(first):
+                raise scope.mutation_error(f"tensor {first.describe()} (in-place op)")

@@ -20,6 +20,39 @@ class GraphInfo:
     ops: int
     op_counts: dict
     code: str
+    subgraphs: list = field(default_factory=list)   # (HOP node name, attribute, GraphInfo) per body
+
+
+def _op_counts(gm) -> Counter:
+    ops = Counter()
+    for n in gm.graph.nodes:
+        if n.op in ("call_function", "call_method", "call_module"):
+            ops[n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))] += 1
+    return ops
+
+
+def _graph_info(name: str, gm) -> GraphInfo:
+    """A graph and, nested under each higher-order operator call, the bodies it calls."""
+    ops = _op_counts(gm)
+    info = GraphInfo(name, sum(ops.values()), dict(ops), gm.code)
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        for a in n.args:
+            if getattr(a, "op", None) == "get_attr":
+                body = getattr(gm, a.target, None)
+                if hasattr(body, "graph"):
+                    info.subgraphs.append((n.name, a.target, _graph_info(a.target, body)))
+    return info
+
+
+def _subgraph_lines(info: GraphInfo, indent: str) -> list:
+    lines = []
+    for node_name, attr, sub in info.subgraphs:
+        top = ", ".join(f"{k} x{v}" for k, v in Counter(sub.op_counts).most_common(6))
+        lines.append(f"{indent}{node_name} -> {attr}: {sub.ops} ops ({top})")
+        lines += _subgraph_lines(sub, indent + "  ")
+    return lines
 
 
 @dataclass
@@ -72,6 +105,7 @@ class ExplainReport:
             for g in self.graphs:
                 top = ", ".join(f"{k} x{v}" for k, v in Counter(g.op_counts).most_common(6))
                 lines.append(f"  {g.name}: {g.ops} ops ({top})")
+                lines += _subgraph_lines(g, "      ")
         if self.entries:
             lines.append("")
             lines.append("Guards per cache entry:")
@@ -88,11 +122,7 @@ class _Recorder:
         self.graphs: list = []
 
     def __call__(self, gm, example_inputs):
-        ops = Counter()
-        for n in gm.graph.nodes:
-            if n.op in ("call_function", "call_method", "call_module"):
-                ops[n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))] += 1
-        self.graphs.append(GraphInfo(f"graph {len(self.graphs) + 1}", sum(ops.values()), dict(ops), gm.code))
+        self.graphs.append(_graph_info(f"graph {len(self.graphs) + 1}", gm))
         return self.inner(gm, example_inputs)
 
 

@@ -49,6 +49,8 @@ class BackendRef:
 
 
 def backend_ref(backend: Any) -> BackendRef:
+    while getattr(backend, "wrapped_backend", None) is not None:   # Kiln's own wrappers (DDP splitting)
+        backend = backend.wrapped_backend
     if isinstance(backend, str):
         return BackendRef([f"BACKEND = {backend!r}"], backend, True)
     module_name = getattr(backend, "__module__", None)

@@ -8,6 +8,7 @@ or be constants.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Protocol
 
 from ...exc import Unsupported
@@ -44,6 +45,11 @@ class Tracer(Protocol):
     def inline_call(self, fn_value, code, fn_globals, bound: dict, closure: list) -> "Value":
         """Trace ``code`` as a call, in a child tracer that shares this capture."""
 
+    def trace_subgraph(self, fn_value, args: list, op: str, prelift=()) -> object:
+        """Trace ``fn_value(*args)`` into a separate fx graph in a nested scope (the body
+        of a higher-order operator): free tensors become inputs, outer state is read-only.
+        Returns a ``hops.subgraph.Subgraph``."""
+
 
 class AttributeMissing(Unsupported):
     """Lookup failed the way Python would raise AttributeError (hasattr relies on it)."""
@@ -52,8 +58,22 @@ class AttributeMissing(Unsupported):
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented), range, slice)
 
 
+_SERIALS = itertools.count(1)
+
+
+def new_serial() -> int:
+    """A number larger than that of every Value made so far (scopes compare against it)."""
+    return next(_SERIALS)
+
+
 class Value:
     source = None
+
+    def __new__(klass, *args, **kwargs):
+        # a creation serial: a higher-order operator body may change only values it made
+        self = object.__new__(klass)
+        self._serial = next(_SERIALS)
+        return self
 
     # -- identity and type --------------------------------------------------------
     def python_type(self) -> type:

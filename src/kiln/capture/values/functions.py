@@ -39,6 +39,8 @@ class CellValue(Value):
     def set(self, tx, value: Value):
         if self.real_cell is not None:
             tx.state.side_effects.store_cell(self, value)
+        else:
+            tx.state.side_effects.check_local_write(self, "a closure variable")
         self.value = value
 
 

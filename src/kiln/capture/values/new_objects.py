@@ -49,12 +49,14 @@ class NewObjectValue(DunderProtocol, Value):
             self.generic_setattr(tx, name, value)
 
     def generic_setattr(self, tx, name, value):
+        tx.state.side_effects.check_local_write(self, f"attribute {name!r} of {self.describe()}")
         if not attribute_store_modelled(tx, self, self.cls, name, value):
             self.attrs[name] = value
 
     def delattr(self, tx, name):
         if name not in self.attrs:
             raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
+        tx.state.side_effects.check_local_write(self, f"attribute {name!r} of {self.describe()}")
         del self.attrs[name]
 
     def call(self, tx, args, kwargs):

@@ -231,6 +231,12 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     trace.note_origin(node, tx)
     mutating = (kind == "call_method" and target.endswith("_") and not target.startswith("__")) \
         or target in _KEEP_EVEN_WITHOUT_OUTPUT or kwargs.get("out") is not None
+    if not mutating and kind == "call_function":
+        # torch.relu_(t), torch.nn.init.*_ (t): in place on their first argument (checked
+        # only inside higher-order operator bodies; the node is kept either way)
+        name = getattr(target, "__name__", "") or ""
+        if name.endswith("_") and not name.startswith("_") and contains_fake(result):
+            state.note_tensor_mutation(args, kwargs)
     if not contains_fake(result) and not mutating:
         state.builder.graph.erase_node(node)
         return tx.wrap_fake_result(None, result)
@@ -287,7 +293,8 @@ def _is_symbolic(value) -> bool:
 def _lower(tx, v: Value):
     """A Value as (what the fx node gets, what the fake computation gets)."""
     if isinstance(v, (TensorValue, SymNodeValue)):
-        return v.node, v.fake
+        # a value of an enclosing graph becomes an input of a body's subgraph
+        return tx.state.builder.lift(v.node, v.fake), v.fake
     if isinstance(v, ConstantValue):
         return v.value, v.value
     if isinstance(v, (TupleValue, ListValue)):

@@ -1,0 +1,133 @@
+"""torch.func transforms and flex_attention's score_mod traced as subgraphs."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+from .harness import check
+
+BACKENDS = ["eager", "aot_eager", pytest.param("inductor", marks=pytest.mark.slow)]
+W = torch.randn(3)
+
+
+def grad_closure(x, y):
+    return torch.func.grad(lambda a: (a.sin() * W * y).sum())(x)
+
+
+def grad_and_value_two(x):
+    return torch.func.grad_and_value(lambda a, b: (a * b * W).sum(), argnums=(0, 1))(x, x * 2)
+
+
+def vmap_matmul(x, y):
+    return torch.func.vmap(lambda a: a @ y + W.sum())(x)
+
+
+def jacrev_sin(x):
+    return torch.func.jacrev(lambda a: a.sin() * W)(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make", [
+    (grad_closure, lambda: (torch.randn(3), torch.randn(3))),
+    (grad_and_value_two, lambda: (torch.randn(3),)),
+    (vmap_matmul, lambda: (torch.randn(4, 3), torch.randn(3, 2))),
+    (jacrev_sin, lambda: (torch.randn(3),)),
+])
+def test_transforms(fn, make, backend):
+    check(fn, [make(), make()], backend)
+
+
+def test_vmap_gradients_through_aot_eager():
+    def f(x, y):
+        return torch.func.vmap(lambda a: (a * y).sin())(x)
+    check(f, [(torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True))], "aot_eager", grad=True)
+
+
+def attention_with_bias(q, k, v, bias):
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + bias[q_idx, kv_idx]        # a closure over a bias tensor
+    return flex_attention(q, k, v, score_mod=score_mod)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_flex_attention_score_mod_closure(backend):
+    def make():
+        return (*(torch.randn(1, 2, 8, 4) for _ in range(3)), torch.randn(8, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(attention_with_bias, [make(), make()], backend)
+WINDOW = torch.tensor(3)
+
+
+def causal_window(b, h, q_idx, kv_idx):
+    return (q_idx >= kv_idx) & (q_idx - kv_idx <= WINDOW)     # a closure over a tensor
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_flex_attention_block_mask_with_mask_mod_closure(backend):
+    from torch.nn.attention.flex_attention import create_block_mask
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bm = create_block_mask(causal_window, B=None, H=None, Q_LEN=8, KV_LEN=8, device="cpu", BLOCK_SIZE=4)
+
+        def f(q, k, v, bias):
+            return flex_attention(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[qi, ki], block_mask=bm)
+
+        def make():
+            return (*(torch.randn(1, 2, 8, 4) for _ in range(3)), torch.randn(8, 8))
+        args = make()
+        assert not torch.allclose(f(*args), attention_with_bias(*args))   # the mask matters
+        check(f, [args, make()], backend)
+
+
+# flex_attention has no backward on CPU in eager either (NotImplementedError), so no gradient test
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+        self.register_buffer("shift", torch.randn(2))
+
+    def forward(self, x):
+        return self.lin(x) + self.shift
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_functional_call_with_other_parameters(backend):
+    torch.manual_seed(0)
+    model = Tiny()
+
+    def f(params, x):
+        return torch.func.functional_call(model, params, (x,))
+
+    def make():
+        return ({k: torch.randn_like(v) for k, v in model.named_parameters()}, torch.randn(4, 3))
+    check(f, [make(), make()], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_per_sample_gradients_vmap_of_grad_over_a_parameter_dict(backend):
+    torch.manual_seed(0)
+    model = Tiny()
+
+    def loss(params, x, y):
+        out = torch.func.functional_call(model, params, (x.unsqueeze(0),))
+        return ((out - y.unsqueeze(0)) ** 2).sum()
+
+    def per_sample(params, xs, ys):
+        return torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(params, xs, ys)
+
+    def make():
+        return ({k: v.detach().clone() for k, v in model.named_parameters()}, torch.randn(5, 3), torch.randn(5, 2))
+    cc = check(per_sample, [make(), make()], backend)
+    assert cc.frame_count == 1
+
+
+def test_grad_over_a_dict_returns_a_dict():
+    def f(p, x):
+        return torch.func.grad(lambda q, a: (q["w"] * a).sin().sum() + q["b"].sum())(p, x)
+    check(f, [({"w": torch.randn(3), "b": torch.randn(2)}, torch.randn(3))], "eager")
