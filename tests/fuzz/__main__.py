@@ -15,7 +15,7 @@ import time
 
 from .gen import generate
 from .minimize import minimize, repro_script
-from .oracle import check_program
+from .oracle import check_program, quiet_fake_tensor_logs
 
 
 def main(argv=None) -> int:
@@ -26,6 +26,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="fuzz-repros")
     ap.add_argument("--minimize-per-key", type=int, default=3)
     a = ap.parse_args(argv)
+    quiet_fake_tensor_logs()
     os.makedirs(a.out, exist_ok=True)
     status = 0
     for backend in a.backend or ["eager", "aot_eager"]:

@@ -26,6 +26,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
+import logging
+
 import numpy as np
 import torch
 
@@ -207,3 +209,9 @@ def check_program(prog: Program, backend: str, calls=None) -> Divergence | None:
     finally:
         kiln.config.suppress_errors = saved
         kiln.reset()
+
+
+def quiet_fake_tensor_logs() -> None:
+    """FakeTensor logs a traceback for every op whose meta raises (e.g. ``mean()`` on int64, which
+    eager rejects too): expected behaviour in a fuzz campaign, so silence it there."""
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
