@@ -46,6 +46,12 @@ def minimize(prog: Program, backend: str, div: Divergence, budget: int = 200) ->
     return best
 
 
+def _literal(src: str) -> str:
+    if "'''" in src or "\\" in src:
+        return repr(src)
+    return "'''\\\n" + src + "'''"
+
+
 def repro_script(prog: Program, backend: str, div: Divergence) -> str:
     """A standalone script: the program, its inputs, eager vs compiled, and the difference."""
     calls = "\n".join(f"    {c!r}," for c in prog.calls)
@@ -61,7 +67,7 @@ import numpy as np
 import torch
 import kiln
 
-SRC = {prog.source()!r}
+SRC = {_literal(prog.source())}
 
 CALLS = [
 {calls}

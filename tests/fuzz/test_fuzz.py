@@ -23,7 +23,8 @@ AOT_LEAF = ("issue 13.4: a leaf made in the frame (detach().clone().requires_gra
             "has no grad / grad_fn under aot_eager")
 GRAD_AFTER_BREAK = ("fuzz: torch.autograd.grad(t.sum(), [x]) after a graph break returns None when t was "
                     "computed in the graph before the break")
-AOT_RNG = "fuzz: dropout under aot_eager after a shape-change recompile leaves the torch RNG stream different"
+AOT_RNG = ("fuzz: under aot_eager, after a shape change makes the graph symbolic, a random op whose result is "
+           "unused (rand_like, dropout) is dropped, so the torch RNG stream does not advance")
 
 KNOWN = {
     ("eager", 2): GRAD_AFTER_BREAK,
