@@ -1,0 +1,111 @@
+"""Shrink a failing program while it keeps failing the same way, and write it as a script.
+
+Why: a random program is mostly noise; the report needs the few statements that matter.
+"The same way" is the same (aspect, exception type) of :class:`~tests.fuzz.oracle.Divergence`.
+Greedy passes drop calls (keeping the last, which usually holds the changed fact, plus
+enough before it), return expressions and body statements until nothing more can go.
+"""
+from __future__ import annotations
+
+import copy
+import textwrap
+
+from .gen import Program
+from .oracle import Divergence, check_program
+
+
+def _fails(prog: Program, backend: str, key) -> bool:
+    try:
+        d = check_program(prog, backend)
+    except Exception:  # noqa: BLE001 - a harness crash is not the same failure
+        return False
+    return d is not None and d.key() == key
+
+
+def minimize(prog: Program, backend: str, div: Divergence, budget: int = 200) -> Program:
+    key = div.key()
+    best = copy.deepcopy(prog)
+    best.calls = best.calls[: div.call + 1]
+    tries = 0
+    changed = True
+    while changed and tries < budget:
+        changed = False
+        for field in ("calls", "returns", "body"):
+            i = 0
+            while i < len(getattr(best, field)) and tries < budget:
+                seq = getattr(best, field)
+                if field == "calls" and len(seq) == 1:
+                    break
+                cand = copy.deepcopy(best)
+                setattr(cand, field, seq[:i] + seq[i + 1:])
+                tries += 1
+                if _fails(cand, backend, key):
+                    best, changed = cand, True
+                else:
+                    i += 1
+    return best
+
+
+def _literal(src: str) -> str:
+    if "'''" in src or "\\" in src:
+        return repr(src)
+    return "'''\\\n" + src + "'''"
+
+
+def repro_script(prog: Program, backend: str, div: Divergence) -> str:
+    """A standalone script: the program, its inputs, eager vs compiled, and the difference."""
+    calls = "\n".join(f"    {c!r}," for c in prog.calls)
+    detail = textwrap.indent(div.detail, "#   ")
+    return f'''"""Kiln fuzz repro: backend={backend!r}, aspect={div.aspect!r}, exception={div.exc or '-'},
+features={', '.join(prog.features)}, seed={prog.seed}.  Run: python THIS_FILE (from the repo root).
+
+Divergence on call {div.call}:
+{detail}
+"""
+import random, io, contextlib
+import numpy as np
+import torch
+import kiln
+
+SRC = {_literal(prog.source())}
+
+CALLS = [
+{calls}
+]
+DTYPES = {{"float32": torch.float32, "float64": torch.float64, "int64": torch.int64}}
+
+
+def inputs(spec, ns, call):
+    g = torch.Generator().manual_seed(1000 * {prog.seed} + call)
+    dt, shape = DTYPES[spec["dtype"]], spec["shape"]
+    def t(rg):
+        if dt == torch.int64:
+            return torch.randint(-3, 4, shape, generator=g)
+        return torch.randn(shape, generator=g, dtype=dt).requires_grad_(rg)
+    x, y = t(spec["rg_x"]), t(spec["rg_y"])
+    return [x, y, spec["s"], [t(False) for _ in range(spec["lst"])], ns[spec["obj"]]()]
+
+
+def run(fn, ns, call, spec):
+    torch.manual_seed(100 + call); random.seed(call); np.random.seed(call)
+    args, buf = inputs(spec, ns, call), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            out = fn(*args)
+    except Exception as e:
+        out = e
+    return out, args, buf.getvalue(), torch.rand(3)
+
+
+if __name__ == "__main__":
+    ns_e, ns_c = {{}}, {{}}
+    exec(SRC, ns_e); exec(SRC, ns_c)
+    compiled = kiln.compile(ns_c["prog"], backend={backend!r})
+    for i, spec in enumerate(CALLS):
+        for name, fn, ns in (("eager", ns_e["prog"], ns_e), ("kiln", compiled, ns_c)):
+            out, args, printed, rng = run(fn, ns, i, spec)
+            ts = [o for o in (out if isinstance(out, tuple) else ()) if isinstance(o, torch.Tensor)]
+            print(f"call {{i}} {{name:5}} out={{out!r}}")
+            print(f"           meta={{[(t.dtype, tuple(t.shape), t.stride(), t.requires_grad) for t in ts]}}")
+            print(f"           inputs={{args[:2]}} grads={{[a.grad for a in args[:2]]}} printed={{printed!r}} rng={{rng}}")
+'''

@@ -1,0 +1,217 @@
+"""Eager is the oracle: run a generated program eagerly and compiled, list the first difference.
+
+Why separate namespaces: the program's source is exec'd twice, so each run owns its
+globals, ``cfg`` object and closures; after every call both namespaces must be in the same
+state.  Inputs are rebuilt from the same seed for each run of each call.
+
+Compared after every call, in this order (the first differing *aspect* names the failure):
+``exception`` (one side raised, or different exception types), ``return.structure`` (types
+and container shapes, e.g. namedtuple vs tuple), ``return.dtype|shape|stride|requires_grad|
+value``, ``aliasing`` (which returned tensors are input objects, share storage with inputs or
+each other, are views), ``inputs`` (mutation of the input tensors and the list/obj passed in),
+``grad`` (``.grad`` of input tensors), ``state`` (globals, ``cfg``, closure cells), ``stdout``,
+``rng`` (torch, ``random`` and numpy streams after the call).
+
+Tolerance: under ``eager`` values must be bitwise equal (NaN equals NaN).  Under ``aot_eager``
+floating-point values may differ by fp32 noise (``rtol=1.3e-6, atol=1e-5``, torch's float32
+defaults; the same for printed numbers): AOTAutograd may decompose ops and reorder sums.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import linecache
+import random
+import re
+import warnings
+from dataclasses import dataclass
+
+import logging
+
+import numpy as np
+import torch
+
+import kiln
+from tests.mutation.harness import alias_pattern, identity_pattern, leaves
+
+from .gen import GLOBAL_NAMES, Program
+
+RTOL, ATOL = 1.3e-6, 1e-5
+_DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64}
+
+
+@dataclass
+class Divergence:
+    call: int
+    aspect: str
+    detail: str
+    exc: str = ""            # exception type involved, if any
+
+    def key(self):
+        return (self.aspect, self.exc)
+
+
+def load(source: str, name: str) -> dict:
+    """Exec ``source`` into a fresh module namespace (registered in linecache for tracebacks)."""
+    fname = f"<fuzz {name}>"
+    linecache.cache[fname] = (len(source), None, source.splitlines(True), fname)
+    ns = {"__name__": f"fuzzprog_{name}"}
+    exec(compile(source, fname, "exec"), ns)
+    return ns
+
+
+def make_inputs(spec: dict, ns: dict, seed: int, call: int) -> list:
+    g = torch.Generator().manual_seed(1000 * seed + call)
+    dtype, shape = _DTYPES[spec["dtype"]], spec["shape"]
+
+    def t(rg):
+        if dtype == torch.int64:
+            return torch.randint(-3, 4, shape, generator=g)
+        return torch.randn(shape, generator=g, dtype=dtype).requires_grad_(rg)
+
+    x, y = t(spec["rg_x"]), t(spec["rg_y"])
+    lst = [t(False) for _ in range(spec["lst"])]
+    return [x, y, spec["s"], lst, ns[spec["obj"]]()]
+
+
+def _state(ns: dict):
+    st = {n: ns[n] for n in GLOBAL_NAMES if n in ns}
+    if "cfg" in ns:
+        st["cfg"] = ns["cfg"]
+    for n in ("bump", "scale"):
+        if n in ns:
+            st[n] = [c.cell_contents for c in ns[n].__closure__]
+    return st
+
+
+def _call(fn, args, ns, call):
+    torch.manual_seed(100 + call)
+    random.seed(call)
+    np.random.seed(call)
+    buf = io.StringIO()
+    grad = torch.is_grad_enabled()
+    before = [t for _, t in leaves(args, "in") if isinstance(t, torch.Tensor)]
+    try:
+        with contextlib.redirect_stdout(buf), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out, exc = fn(*args), None
+    except Exception as e:  # the program raising is behaviour to compare
+        out, exc = None, e
+    finally:
+        torch.set_grad_enabled(grad)
+    rng = (torch.rand(3), random.random(), float(np.random.rand()))
+    return dict(out=out, exc=exc, stdout=buf.getvalue(), rng=rng, before=before, args=args, state=_state(ns))
+
+
+def _close(a, b, tol):
+    if isinstance(a, float) and isinstance(b, float):
+        if a != a and b != b:
+            return True
+        return a == b or (tol and abs(a - b) <= ATOL + RTOL * abs(b))
+    return a == b
+
+
+def _cmp_tensor(path, a, b, tol):
+    """Returns (aspect, detail) of the first difference between two tensors, or None."""
+    for attr in ("dtype", "shape", "requires_grad"):
+        if getattr(a, attr) != getattr(b, attr):
+            return f"{attr}", f"{path}: {attr} {getattr(a, attr)} eager, {getattr(b, attr)} compiled"
+    if a.stride() != b.stride() and a.numel() > 1:
+        return "stride", f"{path}: stride {a.stride()} eager, {b.stride()} compiled"
+    x, y = a.detach(), b.detach()
+    if x.is_floating_point():
+        same = ((x == y) | (x.isnan() & y.isnan())).all() if not tol else \
+            torch.isclose(y, x, rtol=RTOL, atol=ATOL, equal_nan=True).all()
+    else:
+        same = torch.equal(x, y)
+    if not same:
+        return "value", f"{path}: values differ\neager    {x}\ncompiled {y}"
+    return None
+
+
+def compare_tree(what, e, c, tol):
+    le, lc = leaves(e, what), leaves(c, what)
+    pe = [(p, type(v).__name__ if not isinstance(v, tuple) or not v or v[0] != "<type>" else v) for p, v in le]
+    pc = [(p, type(v).__name__ if not isinstance(v, tuple) or not v or v[0] != "<type>" else v) for p, v in lc]
+    if pe != pc:
+        return f"{what}.structure", f"eager {pe}\ncompiled {pc}"
+    for (path, a), (_, b) in zip(le, lc):
+        if isinstance(a, torch.Tensor):
+            d = _cmp_tensor(path, a, b, tol)
+            if d:
+                return f"{what}.{d[0]}", d[1]
+        elif isinstance(a, type) or callable(a) and not hasattr(a, "__dict__"):
+            continue
+        elif not _close(a, b, tol):
+            return f"{what}.value", f"{path}: {a!r} eager, {b!r} compiled"
+    return None
+
+
+_NUM = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?")
+
+
+def _same_stdout(a: str, b: str, tol: bool) -> bool:
+    if a == b or not tol:
+        return a == b
+    if _NUM.sub("#", a) != _NUM.sub("#", b):
+        return False
+    return all(_close(float(u), float(v), True) for u, v in zip(_NUM.findall(a), _NUM.findall(b)))
+
+
+def compare_call(i, e, c, tol) -> Divergence | None:
+    ee, ce = e["exc"], c["exc"]
+    if (ee is None) != (ce is None) or (ee is not None and type(ee) is not type(ce)):
+        name = type(ce or ee).__name__
+        return Divergence(i, "exception", f"eager: {ee!r}\ncompiled: {ce!r}", name)
+    if ee is None:
+        d = compare_tree("return", e["out"], c["out"], tol)
+        if d:
+            return Divergence(i, *d)
+        ie = (identity_pattern(e["before"], e["args"], e["out"]), alias_pattern(e["args"], e["out"]))
+        ic = (identity_pattern(c["before"], c["args"], c["out"]), alias_pattern(c["args"], c["out"]))
+        if ie != ic:
+            return Divergence(i, "aliasing", f"eager {ie}\ncompiled {ic}")
+    d = compare_tree("inputs", e["args"], c["args"], tol)
+    if d:
+        return Divergence(i, *d)
+    ge = [t.grad for t in e["before"]]
+    gc = [t.grad for t in c["before"]]
+    d = compare_tree("grad", ge, gc, tol)
+    if d:
+        return Divergence(i, *d)
+    d = compare_tree("state", e["state"], c["state"], tol)
+    if d:
+        return Divergence(i, *d)
+    if not _same_stdout(e["stdout"], c["stdout"], tol):
+        return Divergence(i, "stdout", f"eager {e['stdout']!r}\ncompiled {c['stdout']!r}")
+    re_, rc = e["rng"], c["rng"]
+    if not (torch.equal(re_[0], rc[0]) and re_[1:] == rc[1:]):
+        return Divergence(i, "rng", f"eager {re_}\ncompiled {rc}")
+    return None
+
+
+def check_program(prog: Program, backend: str, calls=None) -> Divergence | None:
+    """Run ``prog`` eagerly and compiled under ``backend``; the first divergence or None."""
+    src = prog.source()
+    ns_e, ns_c = load(src, f"{prog.seed}e"), load(src, f"{prog.seed}c")
+    kiln.reset()
+    saved = kiln.config.suppress_errors
+    kiln.config.suppress_errors = False
+    try:
+        compiled = kiln.compile(ns_c["prog"], backend=backend)
+        for i, spec in enumerate(calls or prog.calls):
+            e = _call(ns_e["prog"], make_inputs(spec, ns_e, prog.seed, i), ns_e, i)
+            c = _call(compiled, make_inputs(spec, ns_c, prog.seed, i), ns_c, i)
+            d = compare_call(i, e, c, tol=backend != "eager")
+            if d:
+                return d
+        return None
+    finally:
+        kiln.config.suppress_errors = saved
+        kiln.reset()
+
+
+def quiet_fake_tensor_logs() -> None:
+    """FakeTensor logs a traceback for every op whose meta raises (e.g. ``mean()`` on int64, which
+    eager rejects too): expected behaviour in a fuzz campaign, so silence it there."""
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)

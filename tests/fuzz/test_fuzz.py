@@ -1,0 +1,125 @@
+"""The fuzzer in the normal suite: fixed seeds, one test per program, eager and aot_eager.
+
+Why one test per seed: a failure names its seed (reproduce with
+``check_program(generate(SEED), BACKEND)`` or a campaign from that seed) and xdist spreads
+the programs over workers.  Seeds that hit Kiln bugs not fixed yet are listed in ``KNOWN``
+as strict xfails naming the bug class, so fixing a bug turns them into XPASS failures
+that ask to be un-listed; the comparison itself is never loosened.
+"""
+import logging
+
+import pytest
+
+from .gen import generate
+from .oracle import check_program
+
+N_EAGER = N_AOT = 150
+
+# Bug classes found by the fuzzer (see the fuzz report on issue #13 for minimized repros).
+PROMOTION = "issue 13.3: a Python float (global, attribute, argument) entering the graph promotes to float64"
+VIEW_DETACH_RG = "issue 13.2: a view of an input returned next to its detach() loses requires_grad"
+ITERATOR_TYPE = "issue 13.6: map()/zip() returned from a compiled frame come back as tuple_iterator"
+AOT_LEAF = ("issue 13.4: a leaf made in the frame (detach().clone().requires_grad_(), zeros(requires_grad=True)) "
+            "has no grad / grad_fn under aot_eager")
+GRAD_AFTER_BREAK = ("fuzz: torch.autograd.grad(t.sum(), [x]) after a graph break returns None when t was "
+                    "computed in the graph before the break")
+AOT_RNG = ("fuzz: under aot_eager, after a shape change makes the graph symbolic, a random op whose result is "
+           "unused (rand_like, dropout) is dropped, so the torch RNG stream does not advance")
+
+KNOWN = {
+    ("eager", 2): GRAD_AFTER_BREAK,
+    ("eager", 12): PROMOTION,
+    ("eager", 16): PROMOTION,
+    ("eager", 34): VIEW_DETACH_RG,
+    ("eager", 52): ITERATOR_TYPE,
+    ("eager", 53): ITERATOR_TYPE,
+    ("eager", 56): ITERATOR_TYPE,
+    ("eager", 64): ITERATOR_TYPE,
+    ("eager", 67): PROMOTION,
+    ("eager", 77): ITERATOR_TYPE,
+    ("eager", 93): PROMOTION,
+    ("eager", 107): ITERATOR_TYPE,
+    ("eager", 109): PROMOTION,
+    ("eager", 114): ITERATOR_TYPE,
+    ("eager", 119): ITERATOR_TYPE,
+    ("eager", 122): PROMOTION,
+    ("eager", 128): PROMOTION,
+    ("aot_eager", 2): GRAD_AFTER_BREAK,
+    ("aot_eager", 12): PROMOTION,
+    ("aot_eager", 16): AOT_LEAF,
+    ("aot_eager", 19): AOT_LEAF,
+    ("aot_eager", 34): VIEW_DETACH_RG,
+    ("aot_eager", 50): VIEW_DETACH_RG,
+    ("aot_eager", 52): ITERATOR_TYPE,
+    ("aot_eager", 53): AOT_LEAF,
+    ("aot_eager", 56): ITERATOR_TYPE,
+    ("aot_eager", 64): ITERATOR_TYPE,
+    ("aot_eager", 67): PROMOTION,
+    ("aot_eager", 76): AOT_LEAF,
+    ("aot_eager", 77): ITERATOR_TYPE,
+    ("aot_eager", 81): VIEW_DETACH_RG,
+    ("aot_eager", 83): AOT_LEAF,
+    ("aot_eager", 88): AOT_LEAF,
+    ("aot_eager", 93): PROMOTION,
+    ("aot_eager", 94): AOT_LEAF,
+    ("aot_eager", 101): AOT_LEAF,
+    ("aot_eager", 106): AOT_RNG,
+    ("aot_eager", 107): ITERATOR_TYPE,
+    ("aot_eager", 109): PROMOTION,
+    ("aot_eager", 114): ITERATOR_TYPE,
+    ("aot_eager", 119): ITERATOR_TYPE,
+    ("aot_eager", 120): AOT_LEAF,
+    ("aot_eager", 122): PROMOTION,
+    ("aot_eager", 128): PROMOTION,
+    ("aot_eager", 135): AOT_LEAF,
+    ("aot_eager", 142): AOT_LEAF,
+    ("aot_eager", 143): AOT_LEAF,
+}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_fake_tensor():
+    # FakeTensor logs a traceback at ERROR for every op whose meta raises (e.g. mean() on an
+    # int tensor, which eager rejects too); that is expected behaviour, not a failure.
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(level)
+
+
+def _params(backend, n):
+    return [pytest.param(backend, seed, id=f"{backend}-{seed}",
+                         marks=[pytest.mark.xfail(strict=True, reason=KNOWN[(backend, seed)])]
+                         if (backend, seed) in KNOWN else [])
+            for seed in range(n)]
+
+
+@pytest.mark.parametrize("backend,seed", _params("eager", N_EAGER) + _params("aot_eager", N_AOT))
+def test_program_matches_eager(backend, seed):
+    prog = generate(seed)
+    d = check_program(prog, backend)
+    assert d is None, f"{backend} seed {seed}: {d.aspect} on call {d.call}\n{d.detail}\n\n{prog.source()}"
+
+
+def test_generator_is_deterministic_and_varied():
+    assert generate(7).source() == generate(7).source()
+    feats = set()
+    for seed in range(200):
+        feats |= set(generate(seed).features)
+    assert feats >= {"op", "view", "inplace", "promotion", "container", "global", "attr", "closure", "print",
+                     "rng", "break", "backward", "leaf", "detach", "guard", "callable", "construct"}
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="open bug classes (see KNOWN): PROMOTION, VIEW_DETACH_RG, ITERATOR_TYPE, "
+                   "AOT_LEAF and others diverge on these seeds; remove once a campaign is clean")
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_more_programs(backend):
+    """600 more programs per backend (seeds 1000..1599); lists every divergence."""
+    bad = []
+    for seed in range(1000, 1600):
+        d = check_program(generate(seed), backend)
+        if d is not None:
+            bad.append(f"seed {seed}: {d.aspect} {d.exc}")
+    assert not bad, "\n".join(bad)
