@@ -188,19 +188,8 @@ class GraphBuilder:
         return node, sym
 
     def _placeholder(self, hint: str) -> torch.fx.Node:
-        name = self._unique(_sanitize(hint))
-        # placeholders go before every other node
-        if self.placeholders:
-            with self.graph.inserting_after(self.placeholders[-1][0]):
-                node = self.graph.placeholder(name)
-        else:
-            first = next(iter(self.graph.nodes), None)
-            if first is not None:
-                with self.graph.inserting_before(first):
-                    node = self.graph.placeholder(name)
-            else:
-                node = self.graph.placeholder(name)
-        return node
+        last = self.placeholders[-1][0] if self.placeholders else None
+        return insert_placeholder(self.graph, self._unique(_sanitize(hint)), after=last)
 
     def lift(self, node: torch.fx.Node, fake) -> torch.fx.Node:
         """The node standing for ``node`` in this graph; a subgraph builder turns a node of
@@ -279,6 +268,19 @@ def _target_name(target) -> str:
     mod = getattr(target, "__module__", None) or ""
     name = getattr(target, "__name__", None) or repr(target)
     return f"{mod}.{name}" if mod and not mod.startswith("_") else name
+
+
+def insert_placeholder(graph: torch.fx.Graph, name: str, after: torch.fx.Node | None) -> torch.fx.Node:
+    """A placeholder after ``after`` (the last one so far), or before every other node:
+    placeholders come first, in the order inputs were added."""
+    if after is not None:
+        with graph.inserting_after(after):
+            return graph.placeholder(name)
+    first = next(iter(graph.nodes), None)
+    if first is None:
+        return graph.placeholder(name)
+    with graph.inserting_before(first):
+        return graph.placeholder(name)
 
 
 def contains_fake(x) -> bool:

@@ -22,7 +22,7 @@ import torch
 import torch.fx
 
 from ...exc import Unsupported
-from ..graph import GraphBuilder, _sanitize
+from ..graph import GraphBuilder, _sanitize, insert_placeholder
 from ..values.base import ConstantValue, Value, new_serial
 from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.tensor import TensorValue
@@ -59,17 +59,7 @@ class SubgraphBuilder(GraphBuilder):
         return self.parent.add_symint_input(value, source, hint)
 
     def placeholder(self, hint: str, fake) -> torch.fx.Node:
-        name = self._unique(_sanitize(hint)[:60])
-        if self._last_placeholder is not None:
-            with self.graph.inserting_after(self._last_placeholder):
-                node = self.graph.placeholder(name)
-        else:
-            first = next(iter(self.graph.nodes), None)
-            if first is not None:
-                with self.graph.inserting_before(first):
-                    node = self.graph.placeholder(name)
-            else:
-                node = self.graph.placeholder(name)
+        node = insert_placeholder(self.graph, self._unique(_sanitize(hint)[:60]), after=self._last_placeholder)
         node.meta["example_value"] = fake
         self._last_placeholder = node
         return node
