@@ -21,14 +21,10 @@ VIEW_DETACH_RG = "issue 13.2: a view of an input returned next to its detach() l
 ITERATOR_TYPE = "issue 13.6: map()/zip() returned from a compiled frame come back as tuple_iterator"
 AOT_LEAF = ("issue 13.4: a leaf made in the frame (detach().clone().requires_grad_(), zeros(requires_grad=True)) "
             "has no grad / grad_fn under aot_eager")
-GRAD_AFTER_BREAK = ("fuzz: torch.autograd.grad(t.sum(), [x]) after a graph break returns None when t was "
-                    "computed in the graph before the break")
 AOT_RNG = ("fuzz: under aot_eager, after a shape change makes the graph symbolic, a random op whose result is "
            "unused (rand_like, dropout) is dropped, so the torch RNG stream does not advance")
 
 KNOWN = {
-    ("eager", 2): GRAD_AFTER_BREAK,
-    ("aot_eager", 2): GRAD_AFTER_BREAK,
     ("aot_eager", 16): AOT_LEAF,
     ("aot_eager", 19): AOT_LEAF,
     ("aot_eager", 50): VIEW_DETACH_RG,

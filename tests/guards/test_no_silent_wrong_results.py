@@ -212,3 +212,15 @@ def test_returned_recursive_inner_function(backend):
         return inner
     got = kiln.compile(f, backend=backend)(torch.ones(2))
     same(f(torch.ones(2))(3), got(3))
+
+
+# -- the autograd engine runs on real tensors ------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_grad_after_a_break_reaches_the_inputs(backend):
+    # run on fakes, the engine stopped at the graph's inputs and answered None
+    def f(x):
+        t = x + 1
+        print("between")
+        return torch.autograd.grad((t * t).sum(), [x], allow_unused=True)
+    compare(f, [(torch.randn(3, requires_grad=True),), (torch.randn(3, requires_grad=True),)], backend)

@@ -122,6 +122,10 @@ class TorchFunctionValue(RealCallableValue):
     def call(self, tx, args, kwargs):
         if any(isinstance(getattr(a, "obj", None), torch.nn.Module) for a in args):
             raise Unsupported(f"{getattr(self.fn, '__name__', self.fn)} called with an nn.Module argument")
+        if self.fn in _AUTOGRAD_ENGINE_CALLS:
+            # the engine walks the real autograd graph, which reaches back past this graph's
+            # inputs; run on fakes it would see leaves and answer None (silently wrong)
+            raise Unsupported(f"{self.describe()} runs the autograd engine; it runs as Python")
         if touches_global_state(self.fn):
             # checked before the call: recording runs the function on fakes, which for
             # these would change (or read) the real process state at trace time
@@ -135,6 +139,8 @@ class TorchFunctionValue(RealCallableValue):
         except AttributeError:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}")
 
+
+_AUTOGRAD_ENGINE_CALLS = frozenset({torch.autograd.grad, torch.autograd.backward})
 
 _GLOBAL_STATE_NAMES = frozenset({
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "get_rng_state_all",
