@@ -65,13 +65,13 @@ class ShapePolicy:
     def int_is_dynamic(self, key: str, value: int) -> bool:
         """Whether an int argument of the frame (``key``) is a symbolic graph input this time.
         (Ints read from attributes stay constants: module configuration does not vary.)"""
-        if self.mode is False or not self.automatic and self.mode is None:
+        if self.mode is False or (self.mode is None and not self.automatic):
             return False
         if key in self._dynamic_ints:
             return True
         seen = self._ints.get(key)
         self._ints[key] = value
-        if seen is not None and seen != value and self.mode is not False:
+        if seen is not None and seen != value:
             self._dynamic_ints.add(key)
             return True
         return False
