@@ -38,7 +38,7 @@ from .. import trace
 from ..config import config
 from . import checks, frontends, registry
 from .results import EAGER_FAIL, FAIL_ACCURACY, FAIL_COMPILE, FAIL_RUN, PASS, SKIPPED, DynamicResult, RunOptions
-from .runner import SEED, _cast_inputs, _start_trace, _timer, describe, make_step, seed_all
+from .runner import SEED, _cast_inputs, _start_trace, build_model, describe, make_step, run_settings, seed_all
 
 #: sequence lengths of the series, at batch size 2 (changing up and down, repeats included)
 SEQ_LENGTHS = (8, 9, 12, 16, 5, 20, 24, 7, 31, 10, 14, 18)
@@ -115,20 +115,12 @@ def _run_series(name, frontend_name, opts, on_phase, series) -> DynamicResult:
         res.status = SKIPPED
         res.reason = "no sized inputs: the model spec cannot make inputs at a given size (ModelSpec.sized_inputs)"
         return res
-    training = opts.mode == "training"
-    device = torch.device(opts.device)
-    dtype = torch.bfloat16 if opts.precision == "bfloat16" else torch.float32
-    now = _timer(device)
+    training, device, dtype, now = run_settings(opts)
 
     # 1-2. eager side
     on_phase("eager")
     try:
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("CUDA was requested but torch.cuda.is_available() is False")
-        seed_all()
-        model = spec.build(training).to(device=device, dtype=dtype)
-        model.train(training)
-        step = make_step(spec, training, model)
+        model, step = build_model(spec, training, device, dtype)
         inputs = [_cast_inputs(kw, device, dtype) for kw in series_inputs(spec, training, series)]
         res.varies, res.shapes = varies(inputs), len({shape_key(kw) for kw in inputs})
         do_accuracy = opts.accuracy and checks.available()

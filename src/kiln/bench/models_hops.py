@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .models_local import BATCH, _with_labels, _with_loss
+from .models_local import _with_labels, _with_loss
 from .registry import register
 
 

@@ -64,6 +64,23 @@ def _cast_inputs(inputs: dict, device: torch.device, dtype: torch.dtype) -> dict
     return out
 
 
+def run_settings(opts: RunOptions):
+    """(training, device, dtype, clock) for a run with these options."""
+    device = torch.device(opts.device)
+    dtype = torch.bfloat16 if opts.precision == "bfloat16" else torch.float32
+    return opts.mode == "training", device, dtype, _timer(device)
+
+
+def build_model(spec: registry.ModelSpec, training: bool, device: torch.device, dtype: torch.dtype):
+    """The model, seeded, on its device and dtype and in its mode, with its step function."""
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("CUDA was requested but torch.cuda.is_available() is False")
+    seed_all()
+    model = spec.build(training).to(device=device, dtype=dtype)
+    model.train(training)
+    return model, make_step(spec, training, model)
+
+
 def make_step(spec: registry.ModelSpec, training: bool, model: torch.nn.Module):
     """``step(fn, inputs) -> {name: tensor}``: one benchmarked call of ``fn``.
 
@@ -178,20 +195,12 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
     res = Result(model=name, frontend=frontend_name, backend=fe.backend_label(opts.backend), mode=opts.mode,
                  precision=opts.precision, device=opts.device)
     spec = registry.get(name)
-    training = opts.mode == "training"
-    device = torch.device(opts.device)
-    dtype = torch.bfloat16 if opts.precision == "bfloat16" else torch.float32
-    now = _timer(device)
+    training, device, dtype, now = run_settings(opts)
 
     # 1-2. eager side
     on_phase("eager")
     try:
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError("CUDA was requested but torch.cuda.is_available() is False")
-        seed_all()
-        model = spec.build(training).to(device=device, dtype=dtype)
-        model.train(training)
-        step = make_step(spec, training, model)
+        model, step = build_model(spec, training, device, dtype)
         inputs = _cast_inputs(spec.inputs(training, torch.Generator().manual_seed(SEED)), device, dtype)
         do_accuracy = opts.accuracy and checks.available()
         if do_accuracy:
