@@ -202,6 +202,14 @@ def test_returned_iterators_keep_their_type(backend):
 def test_namedtuple_and_frozenset_results(backend):
     compare(lambda x: Pair(x, x + 1), [(torch.ones(2),)], backend)
     compare(lambda x, s: s | frozenset({3}), [(torch.ones(2), frozenset({1}))], backend)
+    # a set operation keeps the left operand's type; |= rebinds a frozenset
+    compare(lambda x: (frozenset([1, 2]) | {3}, {1} ^ frozenset({2})), [(torch.ones(2),)], backend)
+
+    def rebinds(x, s):
+        t = s
+        t |= {9}
+        return t, s
+    compare(rebinds, [(torch.ones(2), frozenset({1}))], backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

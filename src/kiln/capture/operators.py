@@ -125,7 +125,8 @@ def inplace(tx, fn, a: Value, b: Value) -> Value:
         a.call_method(tx, "update", [b], {})
         return a
     result = binary(tx, INPLACE_TO_BINARY[fn], a, b)
-    if isinstance(a, (ListValue, SetValue)) and type(result) is type(a) and result is not a:
+    if isinstance(a, (ListValue, SetValue)) and type(result) is type(a) and result is not a \
+            and not getattr(a, "frozen", False):   # a frozenset is rebound, never mutated
         # list *= n, set |= / &= / -=: Python mutates the left operand itself
         tx.state.side_effects.mutated(a)
         if isinstance(a, ListValue):
@@ -157,10 +158,11 @@ def _sequence_op(tx, fn, a, b):
             return (ListValue if isinstance(b, ListValue) else TupleValue)(b.items * a.value)
     if fn is operator.or_ and isinstance(a, DictValue) and isinstance(b, DictValue):
         return DictValue({**a.items, **b.items}, key_values={**a.key_values, **b.key_values})
-    if fn in (operator.or_, operator.and_, operator.sub) and isinstance(a, SetValue) and isinstance(b, SetValue):
+    if fn in (operator.or_, operator.and_, operator.sub, operator.xor) and isinstance(a, SetValue) \
+            and isinstance(b, SetValue):
         keys = fn(set(a.items), set(b.items))
         allv = {**b.items, **a.items}
-        return SetValue({k: allv[k] for k in keys})
+        return SetValue({k: allv[k] for k in keys}, frozen=a.frozen)   # the left operand's type, as Python
     return None
 
 
