@@ -4,7 +4,9 @@ Each case is a module-level function ``body(rank, *args)`` (picklable by referen
 ``torch.multiprocessing.spawn`` needs).  It runs after ``init_process_group`` on
 127.0.0.1 with a free port, with Kiln's errors raised rather than hidden by eager
 fallbacks.  A failing assertion on either rank fails the test with that rank's
-traceback; a hang is cut off after ``timeout`` seconds so it cannot stall CI.
+traceback; a hang is cut off after ``timeout`` seconds so it cannot stall CI.  A rank
+whose body passed exits with ``os._exit(0)`` after tearing down its process group, so
+C++ teardown during interpreter finalization cannot turn a pass into a signal death.
 """
 from __future__ import annotations
 
@@ -44,8 +46,22 @@ def _entry(rank, port, body, args):
     dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=datetime.timedelta(seconds=60))
     try:
         body(rank, *args)
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise               # spawn writes this rank's traceback for the parent
+    # A clean exit: wait for the other rank, tear the group down while the interpreter
+    # is whole, and leave without running interpreter finalization.  Gloo's worker
+    # threads and DDP's reducer can still own tensors at that point, and destroying them
+    # while Python shuts down aborts the process ("terminate called without an active
+    # exception", seen once in CI on a test whose body had passed).
+    dist.barrier()
+    dist.destroy_process_group()
+    import gc
+    import sys
+    gc.collect()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_on_two_ranks(body, *args, timeout: float = 240.0) -> None:
