@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import types
+import weakref
 
 import torch
 
@@ -165,23 +166,54 @@ def _compile_callable(fn, compiler: Compiler, fullgraph):
     raise TypeError(f"kiln.compile cannot compile {fn!r}: it is not Python code (a builtin or C function)")
 
 
+_WRAPPER_CLASSES: dict = {}   # (class, forward, backend, fullgraph, dynamic) -> wrapper class
+_ORIGINALS = weakref.WeakKeyDictionary()   # compiled module -> the module it wraps
+
+
+def original_module(mod: torch.nn.Module) -> torch.nn.Module:
+    """The module a compiled module wraps (``mod`` itself when it is not one)."""
+    if type(mod).__dict__.get("_kiln_compiled_module_class"):
+        return _ORIGINALS.get(mod, mod)
+    return mod
+
+
 def _compile_module(mod: torch.nn.Module, compiler: Compiler, fullgraph):
-    if getattr(type(mod), "_kiln_orig_mod", None) is not None:
-        mod = type(mod)._kiln_orig_mod
+    mod = original_module(mod)
     cls = type(mod)
     forward = mod.__dict__.get("forward", cls.forward)
     if isinstance(forward, types.MethodType):
         forward = forward.__func__
     if not isinstance(forward, types.FunctionType):
         raise TypeError(f"kiln.compile: {cls.__name__}.forward is not a Python function")
+    wrapper = object.__new__(_wrapper_class(cls, forward, compiler, fullgraph))
+    object.__setattr__(wrapper, "__dict__", mod.__dict__)
+    _ORIGINALS[wrapper] = mod
+    share_module_state(mod, wrapper)
+    return wrapper
+
+
+def _wrapper_class(cls: type, forward, compiler: Compiler, fullgraph: bool) -> type:
+    """The class of compiled modules of ``cls``: ``cls`` with the compiled ``forward``.
+
+    One class per (class, forward, backend, fullgraph, dynamic), shared by every instance
+    compiled alike, so that a fresh model of the same class passes the entries' guards
+    (``type(self) is ...``) and reuses their graphs; the class holds no reference to any
+    instance (the original of each compiled module is in ``_ORIGINALS``, weakly keyed),
+    so a compiled model is freed with its last user reference.  Classes made at run
+    time (FSDP2) get one each and live as long as the process, as their entries do.
+    """
+    key = (cls, forward, id(compiler.backend), fullgraph, compiler.dynamic)
+    sub = _WRAPPER_CLASSES.get(key)
+    if sub is not None:
+        return sub
     compiled_forward = CompiledFunction(forward, compiler, fullgraph)
 
     def __new__(klass, *args, **kwargs):
         # Calling the compiled module's class again (a container slicing itself does
         # ``type(self)(...)``) builds a plain module of the original class: the compiled
-        # class only makes sense for the one wrapper below.  Going through ``cls(...)``
-        # also runs any ``__new__`` the class has (FSDP2's finds the original class by
-        # its position in the MRO, which this extra class would shift).
+        # class only makes sense for the wrappers ``_compile_module`` makes.  Going
+        # through ``cls(...)`` also runs any ``__new__`` the class has (FSDP2's finds the
+        # original class by its position in the MRO, which this extra class would shift).
         if klass is sub:
             return cls(*args, **kwargs)
         base_new = super(sub, klass).__new__
@@ -190,24 +222,24 @@ def _compile_module(mod: torch.nn.Module, compiler: Compiler, fullgraph):
 
     sub = type(cls.__name__, (cls,), {
         "forward": compiled_forward,
-        "_kiln_orig_mod": mod,
+        "_kiln_compiled_module_class": True,
         "__new__": __new__,
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
-        "__reduce_ex__": lambda self, protocol: mod.__reduce_ex__(protocol),
+        "__reduce_ex__": lambda self, protocol: original_module(self).__reduce_ex__(protocol),
     })
-    # object.__new__, not the class's own __new__: a class made at run time (FSDP2,
-    # parametrize) or one that overrides __new__ would build or initialise a new module,
-    # and the wrapper is only an empty shell around the original's __dict__.
-    wrapper = object.__new__(sub)
-    object.__setattr__(wrapper, "__dict__", mod.__dict__)
-    share_module_state(mod, wrapper)
-    return wrapper
+    # Wrappers are made with object.__new__, not the class's own __new__: a class made at
+    # run time (FSDP2, parametrize) or one that overrides __new__ would build or
+    # initialise a new module, and the wrapper is only a shell around the original's
+    # __dict__.
+    _WRAPPER_CLASSES[key] = sub
+    return sub
 
 
 def reset() -> None:
     """Forget every compiled entry and zero the metrics."""
     reset_caches()
     reset_compiled_callees()
+    _WRAPPER_CLASSES.clear()
     _DDP_AWARE.clear()
     metrics.reset()

@@ -214,9 +214,11 @@ class GradSpecialized:
         self._params = list(gm.parameters())
         # a graph with symbolic sizes is compiled inside a tracing context holding its fake
         # mode; later variants must be compiled from the same symbolic examples, not from
-        # one call's real (static) inputs
+        # one call's real (static) inputs.  Only their fakes are kept: holding the real
+        # examples (parameters among them) would keep a freed model's tensors alive.
         self._context = TracingContext.try_get()
-        self._examples = example_inputs
+        self._examples = None if self._context is None else [
+            self._context.fake_mode.from_tensor(e) if isinstance(e, torch.Tensor) else e for e in example_inputs]
         self.variants: dict[Any, Callable] = {}
         self.variants[self._key(example_inputs)] = compile_flat(self._flat_gm, example_inputs)
 
@@ -247,7 +249,7 @@ class GradSpecialized:
         examples = []
         for example, arg in zip(self._examples, args):
             if isinstance(example, torch.Tensor):
-                fake = mode.from_tensor(example)     # the symbolic fake made at capture
+                fake = example                       # the symbolic fake made at capture
                 if fake.requires_grad != arg.requires_grad:
                     with mode:
                         fake = fake.detach().requires_grad_(arg.requires_grad)

@@ -222,7 +222,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     trace.entry(name, guard_source, glue_source, len(state.guards))
     metrics.frames_captured += 1
     return Entry(fns[0], fns[1], fns[2], guard_source, glue_source, gm, op_count, name, len(state.guards),
-                 {"keepalive": state.keepalive, "break": plan})
+                 {"break": plan})
 
 
 def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
