@@ -1,11 +1,18 @@
 """Per-call overhead and capture time: Kiln beside torch.compile, same process.
 
-    .venv/bin/python benchmarks/overhead.py [--repeat N]
+    .venv/bin/python benchmarks/overhead.py [--backends eager aot_eager] [--calls N]
 
-For a few small programs (so the graph's own run time is tiny and the frontend's
-guard + glue cost dominates) it reports, per frontend: capture time of the first
-call, steady-state time per call, eager time per call, and the ratio Kiln/torch.
-Both frontends use the ``eager`` backend, so the difference is the frontend only.
+Overhead = one compiled call minus calling the compiled graphs directly with the
+example inputs they were compiled with (``kiln.bench.overhead``): the frontend's guard
+checks, glue (gathering parameters, rebuilding outputs) and resumed frames.  Both
+frontends get the same backend, wrapped to record its graphs.  Rows:
+
+* small programs (``x + 1``, an MLP step, 8 arguments, a module of 8 Linear layers);
+* real models from transformers at tiny sizes (hidden 8, 2 layers, 4 tokens, so that
+  the graphs take little time and the overhead is visible), inference under no_grad.
+
+One thread, interleaved timing (``interleaved_medians``).  Also prints the guards per
+Kiln entry and capture (first call) time of both.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import time
 import torch
 
 import kiln
+from kiln.bench.overhead import GraphRecorder, model_overhead_us
 
 
 def add_one(x):
@@ -41,54 +49,81 @@ def many_args(a, b, c, d, e, f, g, h):
     return a + b + c + d + e + f + g + h
 
 
-def cases():
+def programs():
     x = torch.randn(4, 16)
-    yield "x + 1", add_one, (torch.randn(8),)
-    yield "mlp (3 tensors)", mlp_step, (x, torch.randn(16, 16), torch.randn(16, 16))
-    yield "8 args", many_args, tuple(torch.randn(4) for _ in range(8))
-    block = Block().eval()
-    yield "module (8 Linear + LayerNorm)", block, (x,)
+    yield "x + 1", add_one, (torch.randn(8),), {}
+    yield "mlp (3 tensors)", mlp_step, (x, torch.randn(16, 16), torch.randn(16, 16)), {}
+    yield "8 args", many_args, tuple(torch.randn(4) for _ in range(8)), {}
+    yield "module (8 Linear + LayerNorm)", Block().eval(), (x,), {}
 
 
-def per_call(fn, args, repeat):
-    for _ in range(10):
-        fn(*args)
+def real_models():
+    try:
+        import transformers as T
+    except ImportError:
+        return
+    T.logging.set_verbosity_error()
+    kw = dict(hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16, vocab_size=64)
+    ids = torch.randint(0, 64, (1, 4), generator=torch.Generator().manual_seed(0))
+    yield "BertModel", T.BertModel(T.BertConfig(**kw)).eval(), (ids,), {}
+    yield "GPT2Model", T.GPT2Model(T.GPT2Config(n_embd=8, n_layer=2, n_head=2, vocab_size=64,
+                                                bos_token_id=0, eos_token_id=0)).eval(), (ids,), {}
+    yield "T5Model", T.T5Model(T.T5Config(d_model=8, d_ff=16, num_layers=2, num_heads=2, d_kv=4,
+                                          vocab_size=64)).eval(), (ids,), {"decoder_input_ids": ids}
+    yield "LlamaModel", T.LlamaModel(T.LlamaConfig(num_key_value_heads=2, **kw)).eval(), (ids,), {}
+    yield "MistralModel", T.MistralModel(T.MistralConfig(num_key_value_heads=2, **kw)).eval(), (ids,), {}
+
+
+def _backend(frontend: str, name: str):
+    if frontend == "kiln":
+        return kiln.backends.lookup(name)
+    return torch._dynamo.lookup_backend(name)
+
+
+def measure(frontend: str, fn, args, kwargs, backend: str, calls: int):
+    recorder = GraphRecorder(_backend(frontend, backend), backend)
+    if frontend == "kiln":
+        kiln.reset()
+        compiled = kiln.compile(fn, backend=recorder)
+    else:
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend=recorder)
     t0 = time.perf_counter()
-    for _ in range(repeat):
-        fn(*args)
-    return (time.perf_counter() - t0) / repeat
-
-
-def first_call(make, args):
-    t0 = time.perf_counter()
-    fn = make()
-    fn(*args)
-    return fn, time.perf_counter() - t0
+    compiled(*args, **kwargs)
+    capture = time.perf_counter() - t0
+    for _ in range(5):
+        compiled(*args, **kwargs)
+    overhead = model_overhead_us(lambda: compiled(*args, **kwargs), recorder, calls=calls)
+    guards = "-"
+    if frontend == "kiln":
+        target = compiled.forward if isinstance(compiled, torch.nn.Module) else compiled
+        guards = "+".join(str(e.guard_count) for e in target.entries)
+    return overhead, capture, len(recorder.graphs), guards
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=2000)
+    parser.add_argument("--backends", nargs="+", default=["eager", "aot_eager"])
+    parser.add_argument("--calls", type=int, default=200, help="calls per timing round (7 rounds)")
+    parser.add_argument("--only", nargs="*", help="row names to run (default: all)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    dynamo = __import__("torch._dynamo").__dict__["_dynamo"]  # only for torch.compile's reset
-    rows = []
-    for name, fn, inputs in cases():
-        with torch.no_grad():
-            eager = per_call(fn, inputs, args.repeat)
-            kiln.reset()
-            k_fn, k_capture = first_call(lambda: kiln.compile(fn), inputs)
-            k_call = per_call(k_fn, inputs, args.repeat)
-            dynamo.reset()
-            t_fn, t_capture = first_call(lambda: torch.compile(fn, backend="eager"), inputs)
-            t_call = per_call(t_fn, inputs, args.repeat)
-        rows.append((name, eager, k_call, t_call, k_capture, t_capture))
-    print(f"{'program':32} {'eager us':>9} {'kiln us':>9} {'torch us':>9} {'kiln ovh':>9} {'torch ovh':>9} "
-          f"{'ovh ratio':>9} {'kiln cap s':>10} {'torch cap s':>11} {'cap ratio':>9}")
-    for name, e, k, t, kc, tc in rows:
-        ko, to = (k - e) * 1e6, (t - e) * 1e6
-        print(f"{name:32} {e * 1e6:9.1f} {k * 1e6:9.1f} {t * 1e6:9.1f} {ko:9.1f} {to:9.1f} "
-              f"{(ko / to if to > 0 else float('nan')):9.2f} {kc:10.3f} {tc:11.3f} {kc / tc:9.2f}")
+    __import__("torch._dynamo")          # torch.compile's frontend, for its reset and backends
+    header = (f"{'program':32} {'backend':9} {'kiln ovh us':>11} {'torch ovh us':>12} {'ratio':>6} "
+              f"{'kiln graphs':>11} {'torch graphs':>12} {'kiln guards':>11} {'kiln cap s':>10} "
+              f"{'torch cap s':>11} {'cap ratio':>9}")
+    print(header)
+    for name, fn, inputs, kwargs in [*programs(), *real_models()]:
+        if args.only and name not in args.only:
+            continue
+        for backend in args.backends:
+            with torch.no_grad():
+                k_ovh, k_cap, k_graphs, guards = measure("kiln", fn, inputs, kwargs, backend, args.calls)
+                t_ovh, t_cap, t_graphs, _ = measure("torch", fn, inputs, kwargs, backend, args.calls)
+            ratio = f"{k_ovh / t_ovh:6.2f}" if k_ovh is not None and t_ovh else "     -"
+            show = lambda v: "-" if v is None else f"{v:.1f}"   # noqa: E731
+            print(f"{name:32} {backend:9} {show(k_ovh):>11} {show(t_ovh):>12} {ratio} {k_graphs:>11} "
+                  f"{t_graphs:>12} {guards:>11} {k_cap:10.3f} {t_cap:11.3f} {k_cap / t_cap:9.2f}", flush=True)
 
 
 if __name__ == "__main__":

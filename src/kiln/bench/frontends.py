@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import torch
 
 from .. import api
-from ..backends.registry import list_backends
+from ..backends.registry import list_backends, lookup
 from ..cache import KilnWarning
 from ..exc import KilnError
 from ..metrics import metrics
@@ -69,8 +69,12 @@ class KilnFrontend:
     def reset(self) -> None:
         api.reset()   # also zeroes kiln.metrics
 
-    def compile(self, fn, backend: str):
+    def compile(self, fn, backend):
         return api.compile(fn, backend=backend)
+
+    def backend_callable(self, backend: str):
+        """The ``(gm, example_inputs)`` function ``backend`` names (to wrap it)."""
+        return lookup(backend)
 
     def is_frontend_error(self, exc: BaseException) -> bool:
         return isinstance(exc, KilnError)
@@ -121,8 +125,12 @@ class TorchFrontend:
         if clear is not None:
             clear()
 
-    def compile(self, fn, backend: str):
-        return torch.compile(fn, backend=self._torch_backend(backend))
+    def compile(self, fn, backend):
+        return torch.compile(fn, backend=self._torch_backend(backend) if isinstance(backend, str) else backend)
+
+    def backend_callable(self, backend: str):
+        """The ``(gm, example_inputs)`` function ``backend`` names (to wrap it)."""
+        return _dynamo().lookup_backend(self._torch_backend(backend))
 
     def is_frontend_error(self, exc: BaseException) -> bool:
         return isinstance(exc, importlib.import_module("torch._dynamo.exc").TorchDynamoException)

@@ -120,6 +120,17 @@ def build_table(rows: list[Result], title: str = "kiln bench"):
     return table
 
 
+def overhead_ratio(rows: list[Result]) -> tuple[float, int] | None:
+    """Geomean of Kiln's per-call overhead over torch.compile's, on the models (and
+    modes) where both were measured; None when there are none."""
+    by_key: dict = {}
+    for r in rows:
+        if r.overhead_us is not None and r.status == PASS:
+            by_key.setdefault((r.model, r.mode, r.backend), {})[r.frontend] = r.overhead_us
+    ratios = [d["kiln"] / d["torch"] for d in by_key.values() if d.get("kiln") and d.get("torch")]
+    return (geomean(ratios), len(ratios)) if ratios else None
+
+
 def summary_lines(rows: list[Result]) -> list[str]:
     """Plain-text summary: one line per frontend, then failures and top break reasons."""
     lines = []
@@ -131,6 +142,10 @@ def summary_lines(rows: list[Result]) -> list[str]:
                      + f"; geomean speedup {gm}; graphs {s.graphs}, breaks {s.breaks}, recompiles {s.recompiles}; "
                      f"capture {s.capture_s:.2f} s; overhead {_fmt(s.overhead_us, '.1f', ' µs/call')}; "
                      f"wall {s.wall_s:.1f} s")
+    ratio = overhead_ratio(rows)
+    if ratio is not None:
+        lines.append(f"per-call overhead kiln/torch: geomean {ratio[0]:.2f}x over {ratio[1]} model(s) "
+                     f"(each model's compiled call minus its graphs' time)")
     problems = [r for r in rows if r.status != PASS and r.reason]
     if problems:
         lines.append("")

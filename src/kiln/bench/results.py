@@ -72,7 +72,7 @@ class Result:
     speedup: float | None = None       # eager_ms / compiled_ms
     first_call_s: float | None = None  # first compiled call, capture + backend compile included
     capture_s: float | None = None     # first_call_s minus one steady eager call
-    overhead_us: float | None = None   # frontend cost per call on a trivial function
+    overhead_us: float | None = None   # this model's compiled call minus its graphs' time (inference)
     wall_s: float | None = None        # the whole worker subprocess, start-up included
 
     def to_json(self) -> str:

@@ -7,13 +7,16 @@ numbers mean the same thing for every model and frontend:
 1. build the model and its inputs from seed 0 (torch, numpy and ``random`` alike);
    take the fp64 reference copy before anything runs;
 2. eager: one seeded call (kept for accuracy), the fp64 reference call, warm-up;
-3. the frontend's per-call overhead on ``lambda x: x + 1`` (this also warms the
-   frontend up, so its one-time start-up is not counted as the model's capture);
-4. compiled: reset the frontend, compile, one seeded call timed as the first call
+3. warm the frontend up on ``lambda x: x + 1``, so its one-time start-up is not
+   counted as the model's capture;
+4. compiled: reset the frontend, compile (the backend wrapped by a
+   ``bench.overhead.GraphRecorder``), one seeded call timed as the first call
    (capture and backend compile happen here), warm-up;
 5. steady state: ``repeat`` rounds of one eager call then one compiled call, and
    the median of each.  Interleaving matters on a shared, noisy machine: a burst of
-   load slows both sides of a round instead of skewing one median;
+   load slows both sides of a round instead of skewing one median; then (inference)
+   the model's own per-call overhead: a compiled call minus calling its compiled
+   graphs directly on their example inputs (``bench.overhead``);
 6. read the frontend's graph / break / recompile counts, compare accuracy.
 
 A step is one forward (inference, under ``no_grad``) or forward + loss + backward
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import os
 import random
-import statistics
 import time
 import traceback
 from dataclasses import asdict
@@ -36,6 +38,7 @@ import torch
 from .. import trace
 from ..config import config
 from . import checks, frontends, registry
+from .overhead import GraphRecorder, interleaved_medians, model_overhead_us
 from .results import EAGER_FAIL, FAIL_ACCURACY, FAIL_COMPILE, FAIL_RUN, PASS, Result, RunOptions
 
 SEED = 0
@@ -112,28 +115,14 @@ def _timer(device: torch.device) -> Callable[[], float]:
     return time.perf_counter
 
 
-def interleaved_medians(fns, repeat: int, now) -> list[float]:
-    """Median seconds per call of each of ``fns``, called in turn ``repeat`` times."""
-    times = [[] for _ in fns]
-    for _ in range(max(repeat, 1)):
-        for fn, bucket in zip(fns, times):
-            t0 = now()
-            fn()
-            bucket.append(now() - t0)
-    return [statistics.median(b) for b in times]
-
-
 class _EagerBroke(Exception):
     """The eager side failed during timing; carries the original exception."""
 
 
-def measure_overhead(frontend, now, calls: int = OVERHEAD_CALLS) -> float:
-    """Per-call frontend cost in µs: a compiled ``x + 1`` minus the plain one.
-
-    Uses the ``eager`` backend so the number is the frontend's own work (guard
-    checks, wrappers), not a backend's.  Differences below zero are timing noise
-    and are reported as 0.
-    """
+def warm_up_frontend(frontend, now, calls: int = OVERHEAD_CALLS) -> float:
+    """Compile and run ``x + 1`` (imports, first-use initialisation happen here, not in
+    the first model's capture); returns its per-call overhead in µs (not reported:
+    each model's own overhead is, see ``bench.overhead``)."""
     def add_one(x):
         return x + 1
 
@@ -220,18 +209,15 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
         res.status, res.reason = EAGER_FAIL, describe(exc)
         return res
 
-    # 3. the frontend's per-call overhead, measured first because it also warms the
-    # frontend up (imports, first-use initialisation), which should not be billed
-    # to the first model's capture time.
+    # 3. warm the frontend up (imports, first-use initialisation), which should not be
+    # billed to the first model's capture time.
     probe_error = ""
-    on_phase("overhead")
+    on_phase("warm-up")
     try:
-        overhead = measure_overhead(fe, now)
-        if opts.performance:
-            res.overhead_us = overhead
+        warm_up_frontend(fe, now)
     except Exception as exc:  # not worth failing a row over
         traceback.print_exc()
-        probe_error = f"overhead probe failed: {describe(exc)}"
+        probe_error = f"frontend warm-up failed: {describe(exc)}"
 
     # 4. compiled side: errors from compile() or from a frontend during the first
     # call are the frontend's (fail_compile); anything else is a run failure.
@@ -239,7 +225,8 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
     fe.reset()
     _start_trace(name, frontend_name, opts)
     try:
-        compiled = fe.compile(model, opts.backend)
+        recorder = GraphRecorder(fe.backend_callable(opts.backend), opts.backend)
+        compiled = fe.compile(model, recorder)
     except Exception as exc:
         traceback.print_exc()
         res.status, res.reason = FAIL_COMPILE, describe(exc)
@@ -280,6 +267,14 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
         res.status, res.reason = FAIL_RUN, describe(exc)
         _fill_stats(res, fe)
         return res
+
+    if opts.performance and not training:
+        on_phase("overhead")
+        try:
+            res.overhead_us = model_overhead_us(lambda: step(compiled, inputs), recorder)
+        except Exception as exc:  # not worth failing a row over
+            traceback.print_exc()
+            probe_error = f"overhead measurement failed: {describe(exc)}"
 
     # 6. counts and accuracy
     _fill_stats(res, fe)

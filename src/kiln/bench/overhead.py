@@ -1,0 +1,72 @@
+"""Per-call overhead of a compiled model: what the frontend costs on top of its graphs.
+
+overhead = (time of one compiled call) - (time of calling the compiled graphs directly
+with the example inputs they were compiled with).  The backend is wrapped by a
+:class:`GraphRecorder`, which keeps what the backend returned for each graph and the
+example inputs, so the difference is the frontend's own work on each call: guard
+checks, glue that gathers inputs (parameters included) and rebuilds outputs, and
+resumed frames after breaks.  Measured the same way for Kiln and torch.compile in one
+process (``benchmarks/overhead.py``, ``kiln bench``).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+
+class GraphRecorder:
+    """A backend that compiles with ``inner`` (default: run the GraphModule as it is) and
+    keeps each compiled graph with its example inputs for timing.  ``__name__`` is the
+    inner backend's name, which is what frontends label the backend with."""
+
+    def __init__(self, inner: Callable | None = None, name: str = "eager"):
+        self.inner = inner
+        self.__name__ = name
+        self.graphs: list[tuple[Callable, list]] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs):
+        compiled = gm.forward if self.inner is None else self.inner(gm, example_inputs)
+        self.graphs.append((compiled, list(example_inputs)))
+        return compiled
+
+    def concrete_graphs(self) -> list[tuple[Callable, list]]:
+        """The graphs whose example inputs are real (symbolic ones cannot be replayed)."""
+        return [(gm, ex) for gm, ex in self.graphs
+                if not any(isinstance(e, (torch.SymInt, torch.SymFloat, torch.SymBool))
+                           or type(e).__name__ == "FakeTensor" for e in ex)]
+
+
+def interleaved_medians(fns: list[Callable[[], object]], rounds: int, now=time.perf_counter) -> list[float]:
+    """Median seconds per call of each of ``fns``, called in turn ``rounds`` times (so
+    that drift and bursts of load hit all of them alike)."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(max(rounds, 1)):
+        for fn, bucket in zip(fns, times):
+            t0 = now()
+            fn()
+            bucket.append(now() - t0)
+    return [statistics.median(b) for b in times]
+
+
+def model_overhead_us(compiled_call: Callable[[], object], backend: GraphRecorder,
+                      calls: int = 200, rounds: int = 7) -> float | None:
+    """µs per call that ``compiled_call`` spends outside its graphs (None: not measurable,
+    e.g. graphs with symbolic inputs)."""
+    graphs = backend.concrete_graphs()
+    if not graphs or len(graphs) != len(backend.graphs):
+        return None
+
+    def run_compiled():
+        for _ in range(calls):
+            compiled_call()
+
+    def run_graphs():
+        for _ in range(calls):
+            for gm, ex in graphs:
+                gm(*ex)
+
+    compiled_s, graphs_s = interleaved_medians([run_compiled, run_graphs], rounds)
+    return max(compiled_s - graphs_s, 0.0) / calls * 1e6
