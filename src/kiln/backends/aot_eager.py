@@ -30,3 +30,8 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
     return aot_compile(gm, example_inputs, backend_name="aot_eager",
                        fw_compiler=_run_as_is, bw_compiler=_run_as_is,
                        keep_inference_input_mutations=True)
+
+
+# AOTAutograd functionalizes the graph: inputs change only after every op has run, so a
+# graph that raised changed no input (see capture/graph_errors.py)
+aot_eager.applies_input_mutations_last = True

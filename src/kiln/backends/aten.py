@@ -96,3 +96,8 @@ def aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
                            keep_inference_input_mutations=False)
     compiled.aten_graphs = graphs
     return compiled
+
+
+# AOTAutograd functionalizes the graph: inputs change only after every op has run, so a
+# graph that raised changed no input (see capture/graph_errors.py)
+aten.applies_input_mutations_last = True

@@ -76,3 +76,8 @@ def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
     for node in graph.nodes:
         env[node] = new.node_copy(node, lambda n: env[n])
     return new
+
+
+# AOTAutograd functionalizes the graph: inputs change only after every op has run, so a
+# graph that raised changed no input (see capture/graph_errors.py)
+inductor.applies_input_mutations_last = True

@@ -272,6 +272,22 @@ def collect_tensors(values: list) -> list:
     return out
 
 
+def render_call_args(code) -> str:
+    """The arguments of a call that passes ``code``'s parameters on as they were bound
+    (``a, b, *args, k=k, **kwargs``)."""
+    names = code.co_varnames
+    nargs, nkwonly = code.co_argcount, code.co_kwonlyargcount
+    parts = list(names[:nargs])
+    idx = nargs + nkwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[idx])
+        idx += 1
+    parts += [f"{n}={n}" for n in names[nargs:nargs + nkwonly]]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[idx])
+    return ", ".join(parts)
+
+
 def render_params(code, with_fn: bool = True) -> str:
     """The parameter list of ``code`` as source text (defaults are attached separately)."""
     names = code.co_varnames

@@ -17,10 +17,12 @@ from ..backends.policy import compile_graph
 from ..config import config
 from ..exc import ArgumentError, SpecializationError, Unsupported
 from ..metrics import BreakRecord, metrics
-from .codegen import Codegen, collect_tensors, render_params
+from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
+from .graph_errors import (RngSnapshot, draws_random_numbers, functional_backend, mutates_inputs,
+                           run_frame_as_python)
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
@@ -172,7 +174,11 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder)
         graph_ref = cg.ref(compiled)
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
-        cg.lines.append(f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})")
+        call = f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})"
+        if functional_backend(compiler.backend) or not mutates_inputs([n for n, _, _ in live]):
+            _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm))
+        else:
+            cg.lines.append(call)
         cg.realias_outputs(needed)
         metrics.graphs += 1
         metrics.ops += op_count
@@ -223,6 +229,17 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     metrics.frames_captured += 1
     return Entry(fns[0], fns[1], fns[2], guard_source, glue_source, gm, op_count, name, len(state.guards),
                  {"break": plan})
+
+
+def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool):
+    """The graph call inside ``try``: if the graph raises, the frame runs as Python from
+    its start (``graph_errors``), so eager's side effects before the failing op happen."""
+    if random:
+        cg.lines.append(f"___rng = {cg.ref(RngSnapshot)}()")
+    cg.lines += ["try:", f"    {call}", "except Exception as ___graph_error:",
+                 "    # the graph raised: the frame runs as Python, with eager's side effects and error",
+                 f"    return {cg.ref(run_frame_as_python)}(___graph_error, {grad_mode}, "
+                 f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
 
 
 def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):

@@ -169,6 +169,7 @@ class GraphBuilder:
         else:
             fake = self.fake_mode.from_tensor(real, static_shapes=True)
         node.meta["example_value"] = fake
+        node.meta["kiln_version"] = fake._version     # moved by in-place ops: the graph mutates it
         self.placeholders.append((node, source))
         self.example_inputs.append(real)
         return node, fake

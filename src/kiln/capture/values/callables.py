@@ -22,7 +22,7 @@ from .containers import DictValue, ListValue
 from .functions import BoundMethodValue
 from .new_objects import ReplayedObjectValue
 from .objects import ClassValue
-from .tensor import graph_call
+from .tensor import graph_call, makes_autograd_leaf
 
 
 def _torch_owned(obj) -> bool:
@@ -126,6 +126,9 @@ class TorchFunctionValue(RealCallableValue):
             # the engine walks the real autograd graph, which reaches back past this graph's
             # inputs; run on fakes it would see leaves and answer None (silently wrong)
             raise Unsupported(f"{self.describe()} runs the autograd engine; it runs as Python")
+        if makes_autograd_leaf(kwargs):
+            raise Unsupported(f"{self.describe()}(..., requires_grad=True) makes a new autograd leaf; "
+                              f"Kiln makes it in Python")
         if touches_global_state(self.fn):
             # checked before the call: recording runs the function on fakes, which for
             # these would change (or read) the real process state at trace time
@@ -141,6 +144,7 @@ class TorchFunctionValue(RealCallableValue):
 
 
 _AUTOGRAD_ENGINE_CALLS = frozenset({torch.autograd.grad, torch.autograd.backward})
+
 
 _GLOBAL_STATE_NAMES = frozenset({
     "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "get_rng_state_all",

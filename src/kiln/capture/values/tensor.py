@@ -184,6 +184,9 @@ class TensorMethodValue(Value):
             raise Unsupported(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if name == "type" and not args and not kwargs:
             return const(t.fake.type())
+        if makes_autograd_leaf(kwargs):
+            raise Unsupported(f"Tensor.{name}(..., requires_grad=True) makes a new autograd leaf; "
+                              f"Kiln makes it in Python")
         if name == "requires_grad_":
             if t.source is not None:
                 raise Unsupported("requires_grad_() on an input tensor inside a compiled region")
@@ -314,3 +317,18 @@ def _lower(tx, v: Value):
         obj = real()
         return obj, obj
     raise Unsupported(f"{v.describe()} cannot be passed into a graph op")
+
+
+def makes_autograd_leaf(kwargs: dict) -> bool:
+    """A factory call with ``requires_grad=True`` (``torch.zeros(3, requires_grad=True)``,
+    ``x.new_ones(2, requires_grad=True)``) makes a new autograd leaf.  Like
+    ``requires_grad_()`` on a tensor made in the frame, it runs as Python at a break:
+    made inside an AOT graph the leaf would be a constant with no autograd history
+    (outputs computed from it would not require grad, and it would get no ``.grad``)."""
+    flag = kwargs.get("requires_grad")
+    if flag is None:
+        return False
+    try:
+        return bool(flag.as_constant())
+    except Exception:         # not a constant: it may be True
+        return True

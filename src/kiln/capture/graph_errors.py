@@ -1,0 +1,104 @@
+"""When a compiled graph raises at run time: run the frame as Python instead.
+
+The glue applies a frame's Python side effects (stores to globals and attributes, list
+and dict mutations) after its graph has run.  If an op in the graph raises (an integer
+tensor given to ``rand_like``, an index out of range), eager would have applied the
+side effects that come before that op and raised there; applying none of them and
+re-raising would be a silently different program.  So the glue calls the graph inside
+``try``; on an exception it puts back the state the graph may have changed (grad mode,
+the random generators when the graph draws from them) and runs the frame's own code as
+Python from its start, which applies exactly eager's side effects and raises eager's
+error.  This is sound only when the failed graph changed no input: the glue does it
+when the graph mutates no input tensor, or when the backend applies input mutations
+only after every op has run (AOTAutograd's functional graphs; ``functional_backend``).
+
+If the Python run does not raise, the graph raised where eager does not (a backend
+bug): the result is eager's and a ``BackendFallbackWarning`` says so, or with
+``config.raise_on_backend_error`` the error is raised.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+from ..backends.policy import BackendFallbackWarning
+from ..config import config
+from ..exc import BackendError
+
+
+def functional_backend(backend) -> bool:
+    """Whether ``backend``'s compiled graphs change their inputs only after all their ops
+    ran (so a graph that raised changed nothing)."""
+    return bool(getattr(backend, "applies_input_mutations_last", False))
+
+
+def mutates_inputs(placeholders) -> bool:
+    """Whether tracing changed any input tensor in place (its fake's version moved)."""
+    for node in placeholders:
+        fake = node.meta.get("example_value")
+        if isinstance(fake, torch.Tensor) and fake._version != node.meta.get("kiln_version", fake._version):
+            return True
+    return False
+
+
+def draws_random_numbers(gm: torch.fx.GraphModule) -> bool:
+    """Whether running ``gm`` (or a subgraph it calls) may advance a random generator."""
+    for module in gm.modules():
+        graph = getattr(module, "graph", None)
+        if not isinstance(graph, torch.fx.Graph):
+            continue
+        for node in graph.nodes:
+            if node.op == "call_method" and _random_name(node.target):
+                return True
+            if node.op == "call_function":
+                tags = getattr(node.target, "tags", None)
+                if tags is not None and torch.Tag.nondeterministic_seeded in tags:
+                    return True
+                if _random_name(getattr(node.target, "__name__", "")):
+                    return True
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _random_name(name: str) -> bool:
+    """An ATen op of this name is tagged nondeterministic_seeded (``rand_like``,
+    ``dropout``, ``bernoulli_``...), or the name is of the dropout family
+    (``F.dropout2d`` has no ATen op of its own name)."""
+    if "dropout" in name:
+        return True
+    packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
+    overloads = getattr(packet, "overloads", None)
+    if overloads is None:
+        return False
+    return any(torch.Tag.nondeterministic_seeded in getattr(packet, o).tags for o in overloads())
+
+
+class RngSnapshot:
+    """The state of the CPU generator (and the current CUDA one, if CUDA is in use)."""
+
+    __slots__ = ("cpu", "cuda")
+
+    def __init__(self):
+        self.cpu = torch.random.get_rng_state()
+        self.cuda = torch.cuda.get_rng_state() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+    def restore(self):
+        torch.random.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state(self.cuda)
+
+
+def run_frame_as_python(error: Exception, grad_mode: bool, rng: RngSnapshot | None, call):
+    """The glue's handler for a graph that raised ``error``: see the module docstring."""
+    torch._C._set_grad_enabled(grad_mode)
+    if rng is not None:
+        rng.restore()
+    result = call()        # raises eager's error, with eager's side effects before it
+    message = (f"kiln: a compiled graph raised {type(error).__name__}: {error}, but the frame ran as "
+               f"Python without error; its result is eager's")
+    if config.raise_on_backend_error:
+        raise BackendError(message) from error
+    warnings.warn(message, BackendFallbackWarning, stacklevel=3)
+    return result
