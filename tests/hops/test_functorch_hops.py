@@ -29,12 +29,29 @@ def jacrev_sin(x):
     return torch.func.jacrev(lambda a: a.sin() * W)(x)
 
 
+def loss_with_aux(a, y):
+    out = (a.sin() * y).sum()
+    return out, {"scaled": out * 2, "parts": (a.cos(), y * W)}   # aux: any pytree of tensors
+
+
+def grad_has_aux(x, y):
+    g, aux = torch.func.grad(loss_with_aux, has_aux=True)(x, y)
+    return g + 1, aux["scaled"], aux["parts"]
+
+
+def grad_and_value_has_aux(x, y):
+    grads, (value, aux) = torch.func.grad_and_value(loss_with_aux, argnums=(0, 1), has_aux=True)(x, y)
+    return grads, value, aux
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fn,make", [
     (grad_closure, lambda: (torch.randn(3), torch.randn(3))),
     (grad_and_value_two, lambda: (torch.randn(3),)),
     (vmap_matmul, lambda: (torch.randn(4, 3), torch.randn(3, 2))),
     (jacrev_sin, lambda: (torch.randn(3),)),
+    (grad_has_aux, lambda: (torch.randn(3), torch.randn(3))),
+    (grad_and_value_has_aux, lambda: (torch.randn(3), torch.randn(3))),
 ])
 def test_transforms(fn, make, backend):
     check(fn, [make(), make()], backend)
@@ -131,3 +148,9 @@ def test_grad_over_a_dict_returns_a_dict():
     def f(p, x):
         return torch.func.grad(lambda q, a: (q["w"] * a).sin().sum() + q["b"].sum())(p, x)
     check(f, [({"w": torch.randn(3), "b": torch.randn(2)}, torch.randn(3))], "eager")
+
+
+def test_grad_has_aux_gradients_through_aot_eager():
+    # gradients of grad's result and of its aux output, taken outside the transform
+    check(grad_has_aux, [(torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True))], "aot_eager",
+          grad=True)

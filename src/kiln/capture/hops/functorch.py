@@ -148,8 +148,6 @@ class FuncTransformValue(HopFunctionValue):
         names = {"vmap": ["in_dims", "out_dims"]}.get(self.kind, ["argnums", "has_aux"])
         for name, v in zip(names, args[1:]):
             options[name] = _constant(v, f"{self.kind}'s {name}")
-        if options.get("has_aux"):
-            raise Unsupported(f"torch.func.{self.kind} with has_aux=True")
         return TransformedValue(self.kind, args[0], options)
 
 
