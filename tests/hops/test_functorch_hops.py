@@ -5,7 +5,9 @@ import warnings
 
 import pytest
 import torch
-from torch.nn.attention.flex_attention import flex_attention
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+
+import kiln
 
 from .harness import check
 
@@ -85,7 +87,6 @@ def causal_window(b, h, q_idx, kv_idx):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_flex_attention_block_mask_with_mask_mod_closure(backend):
-    from torch.nn.attention.flex_attention import create_block_mask
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bm = create_block_mask(causal_window, B=None, H=None, Q_LEN=8, KV_LEN=8, device="cpu", BLOCK_SIZE=4)
@@ -98,6 +99,42 @@ def test_flex_attention_block_mask_with_mask_mod_closure(backend):
         args = make()
         assert not torch.allclose(f(*args), attention_with_bias(*args))   # the mask matters
         check(f, [args, make()], backend)
+
+
+def masked_in_frame(q, k, v, bias):
+    # create_block_mask inside the compiled function: its mask_mod (a closure over WINDOW) is
+    # a body, the mask's tensors are graph values; one mask used by two attention calls
+    bm = create_block_mask(causal_window, None, None, 8, 8, device="cpu", BLOCK_SIZE=4)
+    out = flex_attention(q, k, v, score_mod=lambda s, b, h, qi, ki: s + bias[qi, ki], block_mask=bm)
+    return flex_attention(out, k, v, block_mask=bm)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_create_block_mask_inside_the_compiled_function(backend):
+    def make():
+        return (*(torch.randn(1, 2, 8, 4) for _ in range(3)), torch.randn(8, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cc = check(masked_in_frame, [make(), make()], backend)
+    runners = [n.target.__name__ for gm in cc.graphs for n in gm.graph.nodes if n.op == "call_function"
+               and n.target.__name__.startswith("run_")]
+    assert runners == ["run_create_block_mask", "run_flex_attention", "run_flex_attention"]
+
+
+def test_block_mask_made_in_the_frame_that_escapes_runs_as_python():
+    def f(q):
+        bm = create_block_mask(causal_window, None, None, 8, 8, device="cpu", BLOCK_SIZE=4)
+        return flex_attention(q, q, q, block_mask=bm), bm
+    q = torch.randn(1, 2, 8, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(kiln.Unsupported, match="BlockMask made by create_block_mask"):
+            kiln.compile(f, fullgraph=True)(q)
+        kiln.reset()
+        out, bm = kiln.compile(f)(q)
+        expected, expected_bm = f(q)
+    torch.testing.assert_close(out, expected)
+    assert isinstance(bm, BlockMask) and bm.kv_indices.equal(expected_bm.kv_indices)
 
 
 # flex_attention has no backward on CPU in eager either (NotImplementedError), so no gradient test
