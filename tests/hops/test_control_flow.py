@@ -149,6 +149,15 @@ def test_while_loop_gradients(backend):
           grad=True)
 
 
+def test_while_loop_results_carry_eager_autograd_metadata():
+    # the loop's fake rule (torch's, run at capture) says the result requires grad
+    def f(x, n):
+        i, acc = count_up(x, n)
+        return acc * 2, acc.requires_grad, i.requires_grad
+    check(f, [(torch.randn(3, requires_grad=True), torch.tensor(2)), (torch.randn(3), torch.tensor(2))],
+          "eager", graphs=2)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_while_loop_under_no_grad_after_training(backend):
     # a second variant of the compiled graph (inference) is compiled under the same context

@@ -105,15 +105,6 @@ class Subgraph:
     out_tree: object = None          # the output structure with 0 for each tensor (a pytree)
 
 
-def fresh_fake(builder, fake):
-    """A new fake with ``fake``'s metadata (a body argument must not be the outer value)."""
-    with builder.fake_mode:
-        out = torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device=fake.device)
-    if fake.requires_grad:
-        out.requires_grad_(True)
-    return out
-
-
 def body_argument(sub: SubgraphBuilder, fake, hint: str) -> TensorValue:
     node = sub.placeholder(hint, fake)
     v = TensorValue(node, fake)
@@ -248,8 +239,9 @@ def emit(tx, target, node_args: tuple, fake_args: tuple, node_kwargs=None, fake_
 
 
 def emit_known(tx, target, node_args: tuple, result):
-    """Record a HOP call whose result metadata Kiln knows without running it on fakes
-    (while_loop's fake rule needs a symbolic shape environment; Kiln's shapes are static)."""
+    """Record a call whose result metadata the caller has already computed on fakes (the
+    runners of torch.func and create_block_mask: the caller runs the real function on fakes
+    once, to learn the result's structure as well)."""
     node = tx.state.builder.graph.create_node("call_function", target, node_args, {})
     node.meta["example_value"] = result
     return node, result
