@@ -153,7 +153,7 @@ class SortWithIndex(torch.autograd.Function):
         return torch.zeros_like(gv).scatter(-1, idx, gv) * 2
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_mark_non_differentiable(backend):
     def f(x):
         v, i = SortWithIndex.apply(x)
@@ -218,7 +218,7 @@ class Checked(torch.autograd.Function):
         return g * ctx.rows
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_forward_with_python_checks_and_ctx_attributes(backend):
     def f(x):
         return Checked.apply(x).sum(dim=0)

@@ -36,8 +36,9 @@ def test_cond_takes_each_branch(backend):
     assert len(node.args[3]) == 3   # x, W and y: lifted into both branches
 
 
-def test_cond_gradients_aot_eager():
-    check(cond_closure, both_branches(req=True), "aot_eager", grad=True)
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_cond_gradients(backend):
+    check(cond_closure, both_branches(req=True), backend, grad=True)
 
 
 class Branches(torch.nn.Module):
@@ -50,7 +51,7 @@ class Branches(torch.nn.Module):
         return torch.cond(x.mean() > 0, self.a, self.b, (x,))
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_cond_branches_call_submodules(backend):
     torch.manual_seed(0)
     m = Branches()

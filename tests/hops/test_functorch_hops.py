@@ -59,10 +59,11 @@ def test_transforms(fn, make, backend):
     check(fn, [make(), make()], backend)
 
 
-def test_vmap_gradients_through_aot_eager():
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_vmap_gradients(backend):
     def f(x, y):
         return torch.func.vmap(lambda a: (a * y).sin())(x)
-    check(f, [(torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True))], "aot_eager", grad=True)
+    check(f, [(torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True))], backend, grad=True)
 
 
 def attention_with_bias(q, k, v, bias):
@@ -187,7 +188,8 @@ def test_grad_over_a_dict_returns_a_dict():
     check(f, [({"w": torch.randn(3), "b": torch.randn(2)}, torch.randn(3))], "eager")
 
 
-def test_grad_has_aux_gradients_through_aot_eager():
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_grad_has_aux_gradients(backend):
     # gradients of grad's result and of its aux output, taken outside the transform
-    check(grad_has_aux, [(torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True))], "aot_eager",
+    check(grad_has_aux, [(torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True))], backend,
           grad=True)
