@@ -247,3 +247,40 @@ def test_hop_after_a_graph_break_is_traced_in_the_continuation():
     for x in (torch.rand(3), -torch.rand(3)):
         torch.testing.assert_close(cf(x), f(x))
     assert cc.frame_count == 2 and len(hop_nodes(cc)) == 1
+
+
+def _dyn_cond(x):
+    return torch.cond(x.sum() > 0, lambda a: a.sin() * W[0], lambda a: a.cos(), (x,))
+
+
+def _dyn_map(xs):
+    return hop_map(lambda r: r * 2, xs)
+
+
+def _dyn_scan(init, xs):
+    return scan(lambda c, x: (c + x, c * x), init, xs)
+
+
+def _dyn_while(x, n):
+    return while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a * 0.5 + 1), (torch.zeros((), dtype=torch.int64), x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make", [
+    (_dyn_cond, lambda s: (torch.randn(s),)),
+    (_dyn_map, lambda s: (torch.randn(s, 3),)),
+    (_dyn_scan, lambda s: (torch.randn(3), torch.randn(s, 3))),
+    (_dyn_while, lambda s: (torch.randn(s), torch.tensor(3))),
+], ids=["cond", "map", "scan", "while_loop"])
+def test_symbolic_sizes_one_graph_for_every_size(fn, make, backend):
+    # the symbols in a body's input sizes are inputs of the body too (as torch.compile passes
+    # them): inductor's lowering of scan allocates its outputs from them
+    cc = Counting(backend)
+    cfn = kiln.compile(fn, backend=cc, fullgraph=True, dynamic=True)
+    for size in (4, 6, 9):
+        args = make(size)
+        torch.testing.assert_close(cfn(*args), fn(*args))
+    assert cc.frame_count == 1
+    bodies = [m for gm in cc.graphs for name, m in gm.named_children()]
+    assert any(isinstance(n.meta.get("example_value"), torch.SymInt)
+               for b in bodies for n in b.graph.nodes if n.op == "placeholder")

@@ -112,8 +112,8 @@ class MapValue(HopFunctionValue):
         xs_items = _items(xs, "map's xs")
         if not all(isinstance(x, TensorValue) for x in xs_items):
             raise Unsupported("map's xs must be tensors")
-        sizes = {x.fake.shape[0] if x.fake.ndim else None for x in xs_items}
-        if None in sizes or len(sizes) != 1 or 0 in sizes:
+        sizes = [x.fake.shape[0] if x.fake.ndim else None for x in xs_items]   # SymInts are not hashable
+        if any(n is None for n in sizes) or any(n != sizes[0] for n in sizes) or sizes[0] == 0:
             raise HopRuleError(f"map's xs must share one non-zero leading dimension, got shapes "
                                f"{[tuple(x.fake.shape) for x in xs_items]}")
         with tx.state.builder.fake_mode:
