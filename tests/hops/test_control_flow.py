@@ -284,3 +284,19 @@ def test_symbolic_sizes_one_graph_for_every_size(fn, make, backend):
     bodies = [m for gm in cc.graphs for name, m in gm.named_children()]
     assert any(isinstance(n.meta.get("example_value"), torch.SymInt)
                for b in bodies for n in b.graph.nodes if n.op == "placeholder")
+
+
+def test_scan_training_torch_cannot_partition_runs_eagerly_with_a_warning(strict_kiln):
+    # torch 2.13's scan autograd saves the new carry as a forward intermediate and then
+    # refuses it as aliasing an output ("scan might be aliasing the input or the output!"):
+    # torch.compile fails the same way.  Kiln's failure policy runs the graph eagerly.
+    from kiln.backends.policy import BackendFallbackWarning
+    strict_kiln.raise_on_backend_error = False
+    args = (torch.randn(3, requires_grad=True), torch.randn(4, 3), torch.randn(3))
+    with pytest.warns(BackendFallbackWarning, match="aliasing"):
+        got = kiln.compile(cumulative, backend="aot_eager", fullgraph=True)(*args)
+    expected = cumulative(*args)
+    torch.testing.assert_close(got, expected)
+    (g,) = torch.autograd.grad(got[1].sum(), args[0])
+    (ge,) = torch.autograd.grad(expected[1].sum(), args[0])
+    torch.testing.assert_close(g, ge)
