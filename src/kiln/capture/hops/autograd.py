@@ -50,7 +50,7 @@ class CheckpointValue(HopFunctionValue):
             # nothing is saved for backward, so there is nothing to recompute: checkpoint is
             # a plain call (grad mode is guarded by every entry)
             return fn.call(tx, operands, kwargs)
-        if reentrant.value:
+        if reentrant.value is None or reentrant.value:      # torch 2.13: None means reentrant
             if kwargs:
                 # eager's reentrant checkpoint refuses them (ValueError): let it say so
                 raise Unsupported("reentrant checkpoint with keyword arguments for the function runs as Python")
