@@ -28,21 +28,24 @@ class CountSin(TorchDispatchMode):
 
 
 class Block(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, reentrant=False):
         super().__init__()
         self.lin = torch.nn.Linear(3, 3)
+        self.reentrant = reentrant
 
     def body(self, a, scale):
         return self.lin(a).sin().sin() * scale
 
     def forward(self, x):
-        return checkpoint(self.body, x, 2.0, use_reentrant=False).sum()
+        return checkpoint(self.body, x, 2.0, use_reentrant=self.reentrant).sum()
 
 
+@pytest.mark.parametrize("reentrant", [False, True])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_checkpoint_recomputes_and_matches_eager_gradients(backend):
+def test_checkpoint_recomputes_and_matches_eager_gradients(backend, reentrant):
+    # the reentrant form is captured too (as torch.compile does): same values and gradients
     torch.manual_seed(0)
-    m = Block()
+    m = Block(reentrant)
     cc = Counting(backend)
     cm = kiln.compile(m, backend=cc, fullgraph=True)
     x = torch.randn(2, 3, requires_grad=True)
@@ -78,11 +81,33 @@ def test_checkpoint_under_no_grad_is_a_plain_call():
     assert cc.frame_count == 1 and not hop_nodes(cc)
 
 
-def test_checkpoint_reentrant_breaks():
+@pytest.mark.parametrize("reentrant", [True, None])     # None (not passed) means True in torch 2.13
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_reentrant_checkpoint_with_no_input_requiring_grad_gives_no_grad(backend, reentrant):
+    # eager's reentrant checkpoint runs the body inside an autograd.Function: with no input
+    # requiring grad its output needs none, although the body reads parameters
+    torch.manual_seed(0)
+    m = Block(reentrant=reentrant)
+    cc = Counting(backend)
+    cm = kiln.compile(m, backend=cc, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        with pytest.warns(UserWarning, match="requires_grad"):
+            expected = m(x)
+        got = cm(x)
+        torch.testing.assert_close(got, expected)
+        assert not expected.requires_grad and not got.requires_grad
+    assert cc.frame_count == 1 and not hop_nodes(cc)
+
+
+def test_reentrant_checkpoint_with_function_kwargs_runs_as_python():
+    # eager refuses keyword arguments for the function in the reentrant form: its error
     def f(x):
-        return checkpoint(torch.sin, x, use_reentrant=True) + 1
-    with pytest.raises(kiln.Unsupported, match="reentrant"):
-        kiln.compile(f, fullgraph=True)(torch.randn(3))
+        return checkpoint(lambda a, k: a * k, x, k=2.0, use_reentrant=True)
+    with pytest.raises(kiln.Unsupported, match="reentrant checkpoint with keyword"):
+        kiln.compile(f, fullgraph=True)(torch.randn(3, requires_grad=True))
+    with pytest.raises(ValueError):
+        kiln.compile(f)(torch.randn(3, requires_grad=True))
 
 
 class StraightThrough(torch.autograd.Function):
@@ -129,7 +154,7 @@ class SortWithIndex(torch.autograd.Function):
         return torch.zeros_like(gv).scatter(-1, idx, gv) * 2
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_mark_non_differentiable(backend):
     def f(x):
         v, i = SortWithIndex.apply(x)
@@ -194,7 +219,7 @@ class Checked(torch.autograd.Function):
         return g * ctx.rows
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_forward_with_python_checks_and_ctx_attributes(backend):
     def f(x):
         return Checked.apply(x).sum(dim=0)

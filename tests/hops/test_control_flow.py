@@ -36,8 +36,9 @@ def test_cond_takes_each_branch(backend):
     assert len(node.args[3]) == 3   # x, W and y: lifted into both branches
 
 
-def test_cond_gradients_aot_eager():
-    check(cond_closure, both_branches(req=True), "aot_eager", grad=True)
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_cond_gradients(backend):
+    check(cond_closure, both_branches(req=True), backend, grad=True)
 
 
 class Branches(torch.nn.Module):
@@ -50,7 +51,7 @@ class Branches(torch.nn.Module):
         return torch.cond(x.mean() > 0, self.a, self.b, (x,))
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_cond_branches_call_submodules(backend):
     torch.manual_seed(0)
     m = Branches()
@@ -94,9 +95,9 @@ def map_body(xs, b, k):
     return hop_map(body, xs, torch.ones(3))
 
 
-# inductor cannot lower map_impl or scan with static shapes in torch 2.13 (a data-dependent
-# scalar); the backend policy runs those graphs eagerly, so they are not tested here
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+# inductor lowers map and scan to a while_loop whose body reads its counter with .item():
+# compiled under the capture's tracing context, whose fake mode then allows scalar outputs
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_map(backend):
     cc = check(map_body, [(torch.randn(4, 3), torch.randn(3), 2.0), (torch.randn(4, 3), torch.randn(3), 2.0)],
                backend)
@@ -117,10 +118,11 @@ def test_map_closed_over_constant_recompiles_new_tensors_do_not():
     assert cc.frame_count == 2
 
 
-def test_map_tuple_xs_and_gradients():
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_map_tuple_xs_and_gradients(backend):
     def f(a, b):
         return hop_map(lambda xs: (xs[0] * xs[1]).sin(), (a, b))
-    check(f, [(torch.randn(3, 2, requires_grad=True), torch.randn(3, 2, requires_grad=True))], "aot_eager",
+    check(f, [(torch.randn(3, 2, requires_grad=True), torch.randn(3, 2, requires_grad=True))], backend,
           grad=True)
 
 
@@ -132,10 +134,41 @@ def count_up(x, n):
     return while_loop(cond_fn, body_fn, (torch.zeros((), dtype=torch.int64), x))
 
 
-def test_while_loop_trip_counts():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_while_loop_trip_counts(backend):
+    # torch's fake rule for while_loop makes unbacked symbols: AOTAutograd and inductor get
+    # the capture's fake mode and ShapeEnv through a tracing context (no eager fallback:
+    # the conftest makes a backend failure an error)
     x = torch.randn(3)
-    cc = check(count_up, [(x, torch.tensor(0)), (x, torch.tensor(1)), (x, torch.tensor(5))], "eager")
+    cc = check(count_up, [(x, torch.tensor(n)) for n in (0, 1, 5, 9)], backend)
     assert len(hop_nodes(cc)) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_while_loop_gradients(backend):
+    check(count_up, [(torch.randn(3, requires_grad=True), torch.tensor(n)) for n in (0, 1, 4)], backend,
+          grad=True)
+
+
+def test_while_loop_results_carry_eager_autograd_metadata():
+    # the loop's fake rule (torch's, run at capture) says the result requires grad
+    def f(x, n):
+        i, acc = count_up(x, n)
+        return acc * 2, acc.requires_grad, i.requires_grad
+    check(f, [(torch.randn(3, requires_grad=True), torch.tensor(2)), (torch.randn(3), torch.tensor(2))],
+          "eager", graphs=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_while_loop_under_no_grad_after_training(backend):
+    # a second variant of the compiled graph (inference) is compiled under the same context
+    cfn = kiln.compile(count_up, backend=backend, fullgraph=True)
+    x = torch.randn(3, requires_grad=True)
+    cfn(x, torch.tensor(3))[1].sum().backward()
+    with torch.no_grad():
+        got = cfn(x, torch.tensor(2))
+    torch.testing.assert_close(got, count_up(x.detach(), torch.tensor(2)))
+    assert not got[1].requires_grad
 
 
 def test_while_loop_body_must_keep_carried_metadata():
@@ -152,17 +185,18 @@ def cumulative(init, xs, w):
     return scan(combine, init, xs)
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_scan(backend):
     cc = check(cumulative, [(torch.randn(3), torch.randn(n, 3), torch.randn(3)) for n in (1, 4)], backend,
                graphs=2)
     assert len(hop_nodes(cc)) == 2
 
 
-def test_scan_dim_and_reverse_with_gradients():
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_scan_dim_and_reverse_with_gradients(backend):
     def f(init, xs):
         return scan(lambda c, x: (c + x, c * x), init, xs, dim=1, reverse=True)
-    check(f, [(torch.randn(3, requires_grad=True), torch.randn(3, 5, requires_grad=True))], "aot_eager", grad=True)
+    check(f, [(torch.randn(3, requires_grad=True), torch.randn(3, 5, requires_grad=True))], backend, grad=True)
 
 
 def test_unsupported_body_breaks_in_default_mode_and_raises_under_fullgraph():
@@ -215,14 +249,54 @@ def test_hop_after_a_graph_break_is_traced_in_the_continuation():
     assert cc.frame_count == 2 and len(hop_nodes(cc)) == 1
 
 
-def test_while_loop_under_aot_eager_falls_back_to_running_its_graph_eagerly(strict_kiln):
-    # Known gap: torch's fake rule for while_loop needs a symbolic shape environment,
-    # which Kiln's AOTAutograd path does not set up yet; the failure policy runs the
-    # graph eagerly (values still right) and says so.
+def _dyn_cond(x):
+    return torch.cond(x.sum() > 0, lambda a: a.sin() * W[0], lambda a: a.cos(), (x,))
+
+
+def _dyn_map(xs):
+    return hop_map(lambda r: r * 2, xs)
+
+
+def _dyn_scan(init, xs):
+    return scan(lambda c, x: (c + x, c * x), init, xs)
+
+
+def _dyn_while(x, n):
+    return while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a * 0.5 + 1), (torch.zeros((), dtype=torch.int64), x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,make", [
+    (_dyn_cond, lambda s: (torch.randn(s),)),
+    (_dyn_map, lambda s: (torch.randn(s, 3),)),
+    (_dyn_scan, lambda s: (torch.randn(3), torch.randn(s, 3))),
+    (_dyn_while, lambda s: (torch.randn(s), torch.tensor(3))),
+], ids=["cond", "map", "scan", "while_loop"])
+def test_symbolic_sizes_one_graph_for_every_size(fn, make, backend):
+    # the symbols in a body's input sizes are inputs of the body too (as torch.compile passes
+    # them): inductor's lowering of scan allocates its outputs from them
+    cc = Counting(backend)
+    cfn = kiln.compile(fn, backend=cc, fullgraph=True, dynamic=True)
+    for size in (4, 6, 9):
+        args = make(size)
+        torch.testing.assert_close(cfn(*args), fn(*args))
+    assert cc.frame_count == 1
+    bodies = [m for gm in cc.graphs for name, m in gm.named_children()]
+    assert any(isinstance(n.meta.get("example_value"), torch.SymInt)
+               for b in bodies for n in b.graph.nodes if n.op == "placeholder")
+
+
+def test_scan_training_torch_cannot_partition_runs_eagerly_with_a_warning(strict_kiln):
+    # torch 2.13's scan autograd saves the new carry as a forward intermediate and then
+    # refuses it as aliasing an output ("scan might be aliasing the input or the output!"):
+    # torch.compile fails the same way.  Kiln's failure policy runs the graph eagerly.
     from kiln.backends.policy import BackendFallbackWarning
     strict_kiln.raise_on_backend_error = False
-    x = torch.randn(3)
-    with pytest.warns(BackendFallbackWarning, match="aot_eager"):
-        got = kiln.compile(count_up, backend="aot_eager", fullgraph=True)(x, torch.tensor(4))
-    expected = count_up(x, torch.tensor(4))
+    args = (torch.randn(3, requires_grad=True), torch.randn(4, 3), torch.randn(3))
+    with pytest.warns(BackendFallbackWarning, match="aliasing"):
+        got = kiln.compile(cumulative, backend="aot_eager", fullgraph=True)(*args)
+    expected = cumulative(*args)
     torch.testing.assert_close(got, expected)
+    (g,) = torch.autograd.grad(got[1].sum(), args[0])
+    (ge,) = torch.autograd.grad(expected[1].sum(), args[0])
+    torch.testing.assert_close(g, ge)

@@ -246,8 +246,16 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     loc = tracer.location()[0] if tracer.current is not None else None
     # a graph with symbolic sizes is compiled as torch.compile hands one over: the example
     # inputs hold SymInts for int inputs, and the tracing context carries the fake mode, so
-    # AOTAutograd and inductor see the same symbols (real tensors map to their symbolic fakes)
-    context = tracing(TracingContext(builder.fake_mode)) if builder.is_dynamic else contextlib.nullcontext()
+    # AOTAutograd and inductor see the same symbols (real tensors map to their symbolic fakes).
+    # A graph holding higher-order operator bodies needs the same: torch's fake rule for
+    # while_loop makes unbacked symbols, and inductor lowers map and scan to a while_loop
+    # whose body reads its counter with .item().  The capture is over, so its fake mode may
+    # now give scalar outputs (the trace itself breaks at .item(); torch.compile allows
+    # them under fullgraph).  Other graphs keep AOTAutograd's own fake mode.
+    context = contextlib.nullcontext()
+    if builder.is_dynamic or builder.attrs:
+        builder.fake_mode.allow_scalar_outputs = True
+        context = tracing(TracingContext(builder.fake_mode))
     with context:
         # the failure policy counts its own time in metrics.backend_seconds
         out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,

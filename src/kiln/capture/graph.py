@@ -74,6 +74,7 @@ class GraphBuilder:
         self._first_output_node = None
         self.guard_locations: list = []   # user location at which each ShapeEnv guard was added
         self.attrs: dict = {}   # name -> subgraph GraphModule (bodies of higher-order operators)
+        self.size_symbols: dict = {}   # size symbol -> (node, SymInt) reading it, for bodies (hops/subgraph.py)
 
     @property
     def is_dynamic(self) -> bool:

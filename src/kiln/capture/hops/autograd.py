@@ -1,7 +1,9 @@
 """torch.utils.checkpoint and custom torch.autograd.Function.
 
 checkpoint: the function is traced into a subgraph and called through
-``tag_activation_checkpoint`` (non-reentrant): under the eager backend that runs
+``tag_activation_checkpoint`` (reentrant or not: values and gradients are the same,
+except that eager's reentrant form gives outputs that need no grad when no input
+does, which Kiln traces as a call under no_grad): under the eager backend that runs
 torch.utils.checkpoint on the subgraph, so the body is recomputed in backward; under
 AOTAutograd the operator marks the body's nodes for recomputation.
 
@@ -22,6 +24,7 @@ from torch._higher_order_ops.wrap import tag_activation_checkpoint
 from ...exc import Unsupported
 from ..values.base import ConstantValue, TracedException, Value
 from ..values.containers import DictValue, TupleValue
+from ..values.contexts import GradModeWrappedFunction
 from ..values.tensor import TensorValue, graph_call
 from .control_flow import HopFunctionValue
 from .scope import HopBodyMutation
@@ -37,8 +40,8 @@ class CheckpointValue(HopFunctionValue):
         fn, operands = args[0], list(args[1:])
         kwargs = dict(kwargs)
         reentrant = kwargs.pop("use_reentrant", ConstantValue(None))
-        if not isinstance(reentrant, ConstantValue) or reentrant.value:
-            raise Unsupported("reentrant checkpoint (use_reentrant=True) runs as Python")
+        if not isinstance(reentrant, ConstantValue):
+            raise Unsupported("checkpoint with a use_reentrant that is not a constant")
         for name in ("preserve_rng_state", "determinism_check", "debug"):
             kwargs.pop(name, None)
         if "context_fn" in kwargs:
@@ -47,6 +50,17 @@ class CheckpointValue(HopFunctionValue):
             # nothing is saved for backward, so there is nothing to recompute: checkpoint is
             # a plain call (grad mode is guarded by every entry)
             return fn.call(tx, operands, kwargs)
+        if reentrant.value is None or reentrant.value:      # torch 2.13: None means reentrant
+            if kwargs:
+                # eager's reentrant checkpoint refuses them (ValueError): let it say so
+                raise Unsupported("reentrant checkpoint with keyword arguments for the function runs as Python")
+            if not any(isinstance(a, TensorValue) and a.fake.requires_grad for a in operands):
+                # eager runs fn under no_grad inside an autograd.Function none of whose inputs
+                # requires grad: outputs that need no grad, even when fn reads parameters
+                # (requires_grad of inputs is guarded by every entry)
+                return GradModeWrappedFunction(False, fn).call(tx, operands, {})
+            # otherwise the reentrant variant computes the same values and gradients as the
+            # non-reentrant one (torch.compile records both as tag_activation_checkpoint)
         body = tx.trace_subgraph(_WithKwargs(fn, kwargs) if kwargs else fn, operands, "checkpoint")
         node, result = emit(tx, tag_activation_checkpoint,
                             (tx.state.builder.add_attr(body.gm, "checkpoint_body"), *body.lifted),

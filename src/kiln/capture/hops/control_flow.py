@@ -17,7 +17,7 @@ from ..values.base import ConstantValue, Value
 from ..values.containers import ListValue, TupleValue
 from ..values.tensor import TensorValue, graph_call
 from .scope import HopRuleError
-from .subgraph import emit, emit_known, fresh_fake, lower, merge_lifted, outer_outputs
+from .subgraph import emit, lower, merge_lifted, outer_outputs
 
 
 class HopFunctionValue(Value):
@@ -112,8 +112,8 @@ class MapValue(HopFunctionValue):
         xs_items = _items(xs, "map's xs")
         if not all(isinstance(x, TensorValue) for x in xs_items):
             raise Unsupported("map's xs must be tensors")
-        sizes = {x.fake.shape[0] if x.fake.ndim else None for x in xs_items}
-        if None in sizes or len(sizes) != 1 or 0 in sizes:
+        sizes = [x.fake.shape[0] if x.fake.ndim else None for x in xs_items]   # SymInts are not hashable
+        if any(n is None for n in sizes) or any(n != sizes[0] for n in sizes) or sizes[0] == 0:
             raise HopRuleError(f"map's xs must share one non-zero leading dimension, got shapes "
                                f"{[tuple(x.fake.shape) for x in xs_items]}")
         with tx.state.builder.fake_mode:
@@ -161,11 +161,10 @@ class WhileLoopValue(HopFunctionValue):
         out.args = (out.args[0][0],)
         c_sub.gm.recompile()
         nodes = _distinct(tx, [lower(tx, c) for c in carried], lifted)
-        # the loop's results have the carried values' metadata (checked above)
-        result = tuple(fresh_fake(tx.state.builder, f).detach() for f in fakes)
-        node, result = emit_known(tx, while_loop_op,
-                                  (_attach(tx, c_sub, "while_cond"), _attach(tx, b_sub, "while_body"),
-                                   tuple(n for n, _ in nodes), tuple(lifted)), result)
+        node, result = emit(tx, while_loop_op,
+                            (_attach(tx, c_sub, "while_cond"), _attach(tx, b_sub, "while_body"),
+                             tuple(n for n, _ in nodes), tuple(lifted)),
+                            (c_sub.gm, b_sub.gm, tuple(f for _, f in nodes), tuple(lifted_fakes)))
         outs = outer_outputs(tx, node, result, len(carried))
         return b_sub.rebuild(outs)
 

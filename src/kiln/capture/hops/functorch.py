@@ -15,7 +15,7 @@ import functools
 import torch
 import torch.func
 import torch.utils._pytree as pytree
-from torch.nn.attention.flex_attention import BlockMask, flex_attention
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue, Value
@@ -78,6 +78,21 @@ def run_flex_attention(options: tuple, score_body, n_score: int, mask: tuple | N
         block_mask = BlockMask(**dict(constants), **fields, mask_mod=mask_mod)
     return flex_attention(q, k, v, score_mod=score_mod if score_body is not None else None, block_mask=block_mask,
                           **dict(options))
+
+
+def _block_mask_of(options: tuple, mask_body, lifted) -> BlockMask:
+    def mask_mod(b, h, q_idx, kv_idx):
+        return mask_body(b, h, q_idx, kv_idx, *lifted)[0]
+    return create_block_mask(mask_mod, **dict(options))
+
+
+def run_create_block_mask(options: tuple, mask_body, *lifted):
+    """What the outer graph calls for ``create_block_mask`` in the frame: the real function
+    on the traced mask_mod (closed over its lifted inputs).  Returns the BlockMask's tensor
+    fields that are present, in ``_MASK_TENSORS`` order; the mask itself is rebuilt around
+    them where flex_attention is called (a graph passes tensors, not BlockMasks)."""
+    bm = _block_mask_of(options, mask_body, lifted)
+    return tuple(t for t in (getattr(bm, n) for n in _MASK_TENSORS) if t is not None)
 
 
 _FUNCTIONAL_CALLERS: dict = {}
@@ -148,8 +163,6 @@ class FuncTransformValue(HopFunctionValue):
         names = {"vmap": ["in_dims", "out_dims"]}.get(self.kind, ["argnums", "has_aux"])
         for name, v in zip(names, args[1:]):
             options[name] = _constant(v, f"{self.kind}'s {name}")
-        if options.get("has_aux"):
-            raise Unsupported(f"torch.func.{self.kind} with has_aux=True")
         return TransformedValue(self.kind, args[0], options)
 
 
@@ -289,6 +302,12 @@ class FlexAttentionValue(HopFunctionValue):
         """A BlockMask argument: its tensors become inputs, its mask_mod a subgraph."""
         if isinstance(bm, ConstantValue) and bm.value is None:
             return None, None, None, [], [], []
+        builder = tx.state.builder
+        if isinstance(bm, BlockMaskValue):
+            body = bm.body
+            lifted = [builder.lift(n, f) for n, f in zip(body.lifted, body.lifted_fakes)]
+            return ((bm.constants, bm.present), builder.add_attr(body.gm, "mask_mod"), body.gm, bm.tensors,
+                    lifted, body.lifted_fakes)
         if not isinstance(getattr(bm, "obj", None), BlockMask):
             raise Unsupported(f"flex_attention's block_mask is {bm.describe()}, not a BlockMask passed in")
         constants = tuple((n, _constant(bm.getattr(tx, n), f"BlockMask.{n}"))
@@ -301,10 +320,59 @@ class FlexAttentionValue(HopFunctionValue):
                 values.append(v)
             elif not (isinstance(v, ConstantValue) and v.value is None):
                 raise Unsupported(f"BlockMask.{name} is {v.describe()}")
-        with tx.state.builder.fake_mode:
-            idx = [torch.empty((), dtype=torch.int32) for _ in range(4)]
-        body = tx.trace_subgraph(bm.getattr(tx, "mask_mod"), idx, "flex_attention")
-        if len(body.out_fakes) != 1 or body.out_fakes[0].shape != () or body.out_fakes[0].dtype != torch.bool:
-            raise HopRuleError("flex_attention's mask_mod must return one 0-d boolean tensor")
+        body = _trace_mask_mod(tx, bm.getattr(tx, "mask_mod"))
         attr = tx.state.builder.add_attr(body.gm, "mask_mod")
         return (constants, tuple(present)), attr, body.gm, values, body.lifted, body.lifted_fakes
+
+
+def _trace_mask_mod(tx, mask_mod: Value):
+    with tx.state.builder.fake_mode:
+        idx = [torch.empty((), dtype=torch.int32) for _ in range(4)]
+    body = tx.trace_subgraph(mask_mod, idx, "flex_attention")
+    if len(body.out_fakes) != 1 or body.out_fakes[0].shape != () or body.out_fakes[0].dtype != torch.bool:
+        raise HopRuleError("flex_attention's mask_mod must return one 0-d boolean tensor")
+    return body
+
+
+class BlockMaskValue(Value):
+    """A BlockMask made by ``create_block_mask`` in the frame: its tensors (graph values),
+    its constants and its traced mask_mod.  It may be passed to flex_attention in the same
+    frame; anything else asked of it is refused (so it breaks, and runs as Python)."""
+
+    def __init__(self, constants: tuple, present: tuple, tensors: list, body):
+        self.constants, self.present, self.tensors, self.body = constants, present, tensors, body
+
+    def python_type(self):
+        return BlockMask
+
+    def describe(self):
+        return "a BlockMask made by create_block_mask in the compiled function"
+
+
+class CreateBlockMaskValue(HopFunctionValue):
+    """``create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, ...)`` called in the frame: the
+    mask_mod is traced as a body and the outer graph calls the real function on it, as a
+    runner that returns the mask's tensors."""
+
+    op = "create_block_mask"
+    _NAMES = ["mask_mod", "B", "H", "Q_LEN", "KV_LEN", "device", "BLOCK_SIZE", "_compile", "separate_full_blocks",
+              "compute_dq_write_order", "dq_kv_order"]
+
+    def call(self, tx, args, kwargs):
+        a = self.bind(args, kwargs, self._NAMES, {n: ConstantValue(None) for n in self._NAMES[5:]})
+        options = {n: _constant(a[n], f"create_block_mask's {n}") for n in self._NAMES[1:]}
+        options = tuple((n, v) for n, v in options.items() if v is not None or n in ("B", "H"))
+        if dict(options).get("_compile"):
+            raise Unsupported("create_block_mask(_compile=True) compiles with torch.compile: runs as Python")
+        body = _trace_mask_mod(tx, a["mask_mod"])
+        builder = tx.state.builder
+        # the mask's structure (which fields exist, its constants) and its tensors' metadata
+        # come from running create_block_mask on fakes here
+        with builder.fake_mode:
+            fake_mask = _block_mask_of(options, body.gm, body.lifted_fakes)
+        present = tuple(n for n in _MASK_TENSORS if getattr(fake_mask, n) is not None)
+        constants = tuple((n, getattr(fake_mask, n)) for n in ("seq_lengths", "BLOCK_SIZE", "dq_kv_order_spt"))
+        fakes = tuple(getattr(fake_mask, n) for n in present)
+        node, result = emit_known(tx, run_create_block_mask,
+                                  (options, builder.add_attr(body.gm, "mask_mod"), *body.lifted), fakes)
+        return BlockMaskValue(constants, present, outer_outputs(tx, node, result, len(result)), body)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import free_symbols
 
 from ...exc import Unsupported
 from ..graph import GraphBuilder, _sanitize, insert_placeholder
@@ -46,6 +47,7 @@ class SubgraphBuilder(GraphBuilder):
         self._names = set()
         self._first_output_node = None
         self.attrs = {}
+        self.size_symbols = parent.size_symbols
         self.lifted: dict = {}          # enclosing graph's node -> placeholder here
         self.lifted_fakes: list = []    # fakes of the lifted inputs, in order
         self._last_placeholder = None
@@ -86,6 +88,49 @@ class SubgraphBuilder(GraphBuilder):
         return inner
 
 
+def lift_size_symbols(sub: SubgraphBuilder) -> None:
+    """Every symbol in the sizes of a body's inputs becomes an input of the body too (a
+    SymInt), as torch.compile passes them: torch's lowerings of the operators (inductor
+    turns scan into a while_loop that allocates its outputs) rebuild sizes from the body's
+    inputs and need each symbol bound there.  A symbol is read from the root input that
+    has it as a size, once per capture, and lifted level by level like a tensor."""
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    examples = [n.meta.get("example_value") for n in placeholders]
+    bound = {v.node.expr for v in examples if isinstance(v, torch.SymInt)}
+    needed = []
+    for v in examples:
+        if isinstance(v, torch.Tensor):
+            needed += [s for s in free_symbols(v) if s not in bound and s not in needed]
+    if not needed:
+        return
+    root = sub
+    while isinstance(root, SubgraphBuilder):
+        root = root.parent
+    for symbol in needed:
+        node, sym = _size_node(root, symbol)
+        sub.lift(node, sym)
+
+
+def _size_node(root: GraphBuilder, symbol):
+    """A node of the root graph whose value is ``symbol`` (made once per capture)."""
+    if symbol in root.size_symbols:
+        return root.size_symbols[symbol]
+    for node, _ in root.placeholders:
+        v = node.meta.get("example_value")
+        if isinstance(v, torch.SymInt) and v.node.expr == symbol:
+            found = node, v
+            break
+        sizes = list(v.shape) if isinstance(v, torch.Tensor) else []
+        dim = next((d for d, n in enumerate(sizes) if isinstance(n, torch.SymInt) and n.node.expr == symbol), None)
+        if dim is not None:
+            found = root.call("call_method", "size", (node, dim), {}, (v, dim), {})
+            break
+    else:
+        raise Unsupported(f"a body's input has a size ({symbol}) that no input of the graph has")
+    root.size_symbols[symbol] = found
+    return found
+
+
 def _all_int_tensors(index) -> bool:
     items = index if isinstance(index, tuple) else (index,)
     return bool(items) and all(isinstance(i, torch.Tensor) and i.ndim == 0 and not i.is_floating_point()
@@ -103,15 +148,6 @@ class Subgraph:
     out_values: list                 # the body's output Values (inside the body)
     rebuild: object                  # list of outer Values -> the body's output structure
     out_tree: object = None          # the output structure with 0 for each tensor (a pytree)
-
-
-def fresh_fake(builder, fake):
-    """A new fake with ``fake``'s metadata (a body argument must not be the outer value)."""
-    with builder.fake_mode:
-        out = torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device=fake.device)
-    if fake.requires_grad:
-        out.requires_grad_(True)
-    return out
 
 
 def body_argument(sub: SubgraphBuilder, fake, hint: str) -> TensorValue:
@@ -214,6 +250,7 @@ def trace_subgraph(tx, fn_value: Value, args: list, op: str, prelift=()) -> Subg
         leaves, rebuild = flatten_output(result, op)
         out_nodes = [sub.lift(v.node, v.fake) for v in leaves]
         sub.graph.output(tuple(out_nodes))
+        lift_size_symbols(sub)
     except Unsupported as e:
         if not isinstance(e, HopRuleError) and not getattr(e, "_kiln_hop_noted", False):
             e._kiln_hop_noted = True
@@ -248,8 +285,9 @@ def emit(tx, target, node_args: tuple, fake_args: tuple, node_kwargs=None, fake_
 
 
 def emit_known(tx, target, node_args: tuple, result):
-    """Record a HOP call whose result metadata Kiln knows without running it on fakes
-    (while_loop's fake rule needs a symbolic shape environment; Kiln's shapes are static)."""
+    """Record a call whose result metadata the caller has already computed on fakes (the
+    runners of torch.func and create_block_mask: the caller runs the real function on fakes
+    once, to learn the result's structure as well)."""
     node = tx.state.builder.graph.create_node("call_function", target, node_args, {})
     node.meta["example_value"] = result
     return node, result

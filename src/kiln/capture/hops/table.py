@@ -9,7 +9,8 @@ import torch._higher_order_ops  # noqa: F401  (registers cond, map, while_loop, 
 import torch.utils.checkpoint
 
 from .autograd import AutogradApplyValue, CheckpointValue
-from .functorch import FlexAttentionValue, FunctionalCallValue, FuncTransformValue, flex_attention
+from .functorch import (CreateBlockMaskValue, FlexAttentionValue, FunctionalCallValue, FuncTransformValue,
+                        create_block_mask, flex_attention)
 from .control_flow import CondValue, MapValue, ScanValue, WhileLoopValue
 
 
@@ -27,5 +28,6 @@ def hop_functions() -> dict:
         fn = getattr(torch.func, kind)
         table[fn] = FuncTransformValue(fn, kind)
     table[flex_attention] = FlexAttentionValue(flex_attention)
+    table[create_block_mask] = CreateBlockMaskValue(create_block_mask)
     table[torch.func.functional_call] = FunctionalCallValue(torch.func.functional_call)
     return table
