@@ -170,7 +170,8 @@ class GraphBuilder:
         else:
             fake = self.fake_mode.from_tensor(real, static_shapes=True)
         node.meta["example_value"] = fake
-        node.meta["kiln_version"] = fake._version     # moved by in-place ops: the graph mutates it
+        # moved by in-place ops: the graph mutates it (inference tensors have no version)
+        node.meta["kiln_version"] = None if fake.is_inference() else fake._version
         self.placeholders.append((node, source))
         self.example_inputs.append(real)
         return node, fake

@@ -35,10 +35,14 @@ def functional_backend(backend) -> bool:
 
 
 def mutates_inputs(placeholders) -> bool:
-    """Whether tracing changed any input tensor in place (its fake's version moved)."""
+    """Whether tracing changed any input tensor in place (its fake's version moved); an
+    inference tensor has no version counter, so it counts as changed."""
     for node in placeholders:
         fake = node.meta.get("example_value")
-        if isinstance(fake, torch.Tensor) and fake._version != node.meta.get("kiln_version", fake._version):
+        if not isinstance(fake, torch.Tensor):
+            continue
+        before = node.meta.get("kiln_version")
+        if before is None or fake.is_inference() or fake._version != before:
             return True
     return False
 
