@@ -232,3 +232,83 @@ def test_autograd_grad_after_a_break_reaches_the_inputs(backend):
         print("between")
         return torch.autograd.grad((t * t).sum(), [x], allow_unused=True)
     compare(f, [(torch.randn(3, requires_grad=True),), (torch.randn(3, requires_grad=True),)], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make", [lambda x: torch.zeros((), requires_grad=True),
+                                  lambda x: x.new_ones(x.shape, requires_grad=True),
+                                  lambda x: torch.full((2,), 0.5, requires_grad=True)],
+                         ids=["zeros", "new_ones", "full"])
+def test_factory_with_requires_grad_makes_a_real_leaf(backend, make):
+    def f(x):
+        w = make(x)
+        out = (x * w).sum()
+        out.backward()
+        return out, w.grad
+    for x in (torch.randn(2), torch.randn(2)):
+        same(f(x), kiln.compile(f, backend=backend)(x))
+
+
+# -- 7. a graph that raises at run time --------------------------------------------------
+
+COUNT = 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_side_effects_before_an_op_that_raises_at_run_time_happen(backend):
+    # rand_like on an int64 tensor passes the fake (meta) run and raises in the kernel;
+    # eager increments COUNT before it raises
+    def f(x, box):
+        global COUNT
+        COUNT += 1
+        box.append(1)
+        return x + torch.rand_like(x)
+    compiled = kiln.compile(f, backend=backend)
+    for x in (torch.ones(2, dtype=torch.int64), torch.zeros(3, dtype=torch.int64)):
+        outcomes = []
+        for fn in (f, compiled):
+            box, before = [], COUNT
+            torch.manual_seed(0)
+            with pytest.raises(NotImplementedError) as info:
+                fn(x, box)
+            outcomes.append((COUNT - before, box, str(info.value), torch.rand(2)))
+        assert outcomes[0][:3] == outcomes[1][:3]
+        torch.testing.assert_close(outcomes[0][3], outcomes[1][3])   # RNG stream as eager left it
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_error_in_the_graph_keeps_earlier_attribute_store(backend):
+    class Box:
+        calls = 0
+
+    def f(x, idx, box):
+        box.calls = box.calls + 1
+        return x.sin()[idx]
+    compiled = kiln.compile(f, backend=backend)
+    for x in (torch.randn(3), torch.randn(3)):
+        boxes = [Box(), Box()]
+        for fn, box in zip((f, compiled), boxes):
+            with pytest.raises(IndexError):
+                fn(x, torch.tensor(7), box)
+        assert boxes[0].calls == boxes[1].calls == 1
+
+
+# -- 8. random ops whose result is unused still draw ----------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_random_op_advances_the_generator(backend, recwarn):
+    def f(y):
+        torch.nn.functional.dropout(y, 0.5)
+        torch.rand_like(y)
+        return y * 2
+    cc = CompileCounter()
+    compiled = kiln.compile(f, backend=cc if backend == "eager" else backend)
+    for n in (3, 5, 7):                      # the third size is a symbolic graph
+        y = torch.randn(n, 4, requires_grad=True)
+        torch.manual_seed(0)
+        expected, e_rng = f(y), torch.rand(2)
+        torch.manual_seed(0)
+        got, c_rng = compiled(y), torch.rand(2)
+        same(expected, got)
+        torch.testing.assert_close(c_rng, e_rng, rtol=0, atol=0)
+    assert not [w for w in recwarn if "kiln" in str(w.message)]   # no backend fell back

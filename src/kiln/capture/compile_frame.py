@@ -21,7 +21,7 @@ from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import (RngSnapshot, draws_random_numbers, functional_backend, mutates_inputs,
+from .graph_errors import (RngSnapshot, draws_random_numbers, functional_backend, is_random_op, mutates_inputs,
                            run_frame_as_python)
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
@@ -162,7 +162,10 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
             live.append((node, src, real))
         else:
             builder.graph.erase_node(node)
-    builder.output([v.node for v in needed])
+    # a random op whose result nobody uses still advances the generator in eager; as an
+    # output of the graph no backend can drop it as dead code
+    unused_random = [n for n in builder.graph.nodes if not n.users and is_random_op(n)]
+    builder.output([v.node for v in needed] + unused_random)
     entry_id = next(_ENTRY_IDS)
     # a valid identifier even for <lambda>, <genexpr> and other non-identifier code names
     name = f"{''.join(c if c.isalnum() else '_' for c in code.co_name)}_{entry_id}"

@@ -53,16 +53,21 @@ def draws_random_numbers(gm: torch.fx.GraphModule) -> bool:
         graph = getattr(module, "graph", None)
         if not isinstance(graph, torch.fx.Graph):
             continue
-        for node in graph.nodes:
-            if node.op == "call_method" and _random_name(node.target):
-                return True
-            if node.op == "call_function":
-                tags = getattr(node.target, "tags", None)
-                if tags is not None and torch.Tag.nondeterministic_seeded in tags:
-                    return True
-                if _random_name(getattr(node.target, "__name__", "")):
-                    return True
+        if any(is_random_op(node) for node in graph.nodes):
+            return True
     return False
+
+
+def is_random_op(node: torch.fx.Node) -> bool:
+    """Whether ``node`` draws from a random generator."""
+    if node.op == "call_method":
+        return _random_name(node.target)
+    if node.op != "call_function":
+        return False
+    tags = getattr(node.target, "tags", None)
+    if tags is not None and torch.Tag.nondeterministic_seeded in tags:
+        return True
+    return _random_name(getattr(node.target, "__name__", ""))
 
 
 @functools.lru_cache(maxsize=None)
