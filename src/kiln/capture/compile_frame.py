@@ -2,7 +2,6 @@
 entry (guard function + glue function) from generated source."""
 from __future__ import annotations
 
-import contextlib
 import inspect
 import linecache
 import time
@@ -10,7 +9,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch._guards import TracingContext, tracing
-from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP, ShapeEnv
 
 from .. import trace
 from ..backends.policy import compile_graph
@@ -162,10 +162,8 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
             live.append((node, src, real))
         else:
             builder.graph.erase_node(node)
-    # a random op whose result nobody uses still advances the generator in eager; as an
-    # output of the graph no backend can drop it as dead code
-    unused_random = [n for n in builder.graph.nodes if not n.users and is_random_op(n)]
-    builder.output([v.node for v in needed] + unused_random)
+    outputs = [v.node for v in needed]
+    builder.output(outputs + _random_ops_outputs_do_not_use(builder.graph, outputs))
     entry_id = next(_ENTRY_IDS)
     # a valid identifier even for <lambda>, <genexpr> and other non-identifier code names
     name = f"{''.join(c if c.isalnum() else '_' for c in code.co_name)}_{entry_id}"
@@ -254,11 +252,15 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     # while_loop makes unbacked symbols, and inductor lowers map and scan to a while_loop
     # whose body reads its counter with .item().  The capture is over, so its fake mode may
     # now give scalar outputs (the trace itself breaks at .item(); torch.compile allows
-    # them under fullgraph).  Other graphs keep AOTAutograd's own fake mode.
-    context = contextlib.nullcontext()
+    # them under fullgraph).  Other graphs get a fresh fake mode holding static fakes of
+    # their inputs: AOTAutograd and inductor cache compiled graphs across processes only
+    # when there is a shape environment ("No shape env" bypasses both caches), and the
+    # capture's own fakes may have been changed in place by the trace.
     if builder.is_dynamic or builder.attrs:
         builder.fake_mode.allow_scalar_outputs = True
         context = tracing(TracingContext(builder.fake_mode))
+    else:
+        context = tracing(TracingContext(static_fake_mode(example_inputs)))
     with context:
         # the failure policy counts its own time in metrics.backend_seconds
         out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,
@@ -266,6 +268,29 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     if not callable(out):
         raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")
     return out
+
+
+def _random_ops_outputs_do_not_use(graph, outputs: list) -> list:
+    """Random ops no output depends on.  Each still advances the generator in eager; made
+    an output of the graph too, no backend can drop it as dead code (``torch.rand(3)``
+    unused, ``torch.randn(2).add_(1)`` on a value nobody reads)."""
+    used, stack = set(), list(outputs)
+    while stack:
+        node = stack.pop()
+        if node not in used:
+            used.add(node)
+            stack.extend(node.all_input_nodes)
+    return [n for n in graph.nodes if n not in used and is_random_op(n)]
+
+
+def static_fake_mode(example_inputs) -> FakeTensorMode:
+    """A fake mode with a shape environment and no symbols, already holding a static fake
+    of every tensor input (so backends that fake the real inputs again get these)."""
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            mode.from_tensor(x, static_shapes=True)
+    return mode
 
 
 def _check_marked_dims(builder) -> None:

@@ -101,6 +101,8 @@ class RngSnapshot:
 
 def run_frame_as_python(error: Exception, grad_mode: bool, rng: RngSnapshot | None, call):
     """The glue's handler for a graph that raised ``error``: see the module docstring."""
+    if isinstance(error, BackendError):
+        raise error       # the failure policy chose to raise (config.raise_on_backend_error)
     torch._C._set_grad_enabled(grad_mode)
     if rng is not None:
         rng.restore()
