@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import collections
 import itertools
+import operator
+import sys
 
 import torch
 
@@ -100,7 +102,79 @@ MAXMIN = [
 ]
 
 
-@parametrize(ITERTOOLS + MAXMIN)
+# -- dicts: fromkeys, views -------------------------------------------------------------------
+def d_fromkeys(x):
+    return dict.fromkeys(["a", "b"], x), collections.OrderedDict.fromkeys("ab"), \
+        collections.defaultdict.fromkeys([1, 2], 0)
+
+
+def d_views(d):
+    k, vals, its = d.keys(), d.values(), d.items()
+    s = 0
+    for key in k:
+        s = s + d[key]
+    for v in vals:
+        s = s + v
+    for _, v in its:
+        s = s * v
+    d["c"] = 1                                   # the views are live: they see the new key
+    return s, "a" in k, "c" in k, len(vals), len(its), k & {"a", "z"}, k | {"q"}, k - {"a"}, {"a"} ^ k, \
+        ("c", 1) in its, list(k), list(its)[-1], k.isdisjoint(["z"])
+
+
+def d_view_escapes(x):
+    d = {"a": x + 1}
+    return d.keys(), type(d.values()), list(d.values()), d
+
+
+DICTS = [
+    Case("d_fromkeys", d_fromkeys, x1, 0, 0),
+    Case("d_views", d_views, lambda r: ({"a": r.randn(3), "b": r.randn(3)},), 1, 6),
+    Case("d_view_escapes", d_view_escapes, x1, 1, 1),
+]
+
+
+# -- operator / sys ----------------------------------------------------------------------------
+def op_getters(x, y):
+    g, a, m = operator.itemgetter(1, 0), operator.attrgetter("shape", "T.shape"), operator.methodcaller("sum", 0)
+    return g([x, y]), a(x), m(y), operator.itemgetter("k")({"k": x}), type(g), \
+        operator.length_hint([1, 2, 3]), operator.length_hint(iter((x, y))), sys.intern("ab")
+
+
+def op_getter_as_key(x, y):
+    pairs = [(3, x), (1, y), (2, x + y)]
+    return sorted(pairs, key=operator.itemgetter(0)), max(pairs, key=operator.itemgetter(0))[0]
+
+
+OPERATOR = [
+    Case("op_getters", op_getters, xy, 1, 2),
+    Case("op_getter_as_key", op_getter_as_key, xy, 1, 1),
+]
+
+
+# -- function and class attributes ---------------------------------------------------------------
+def _helper(a, b=3):
+    return a
+
+
+def fn_attributes(x):
+    try:
+        _helper.nope
+        r = 0
+    except AttributeError:
+        r = 1
+    inner = lambda a, k=2: a  # noqa: E731
+    return _helper.__name__, _helper.__qualname__, _helper.__module__, _helper.__class__, _helper.__defaults__, \
+        type(x).__name__, x.__class__.__name__, x + r, inner.__defaults__, inner.__module__, \
+        hasattr(inner, "zz"), getattr(_helper, "zz", None)
+
+
+ATTRS = [
+    Case("fn_attributes", fn_attributes, x1, 1, 1),
+]
+
+
+@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS)
 def test_capture(case):
     run_case(case)
 
@@ -128,3 +202,16 @@ def test_max_min_of_symbolic_sizes_follow_the_input():
         got, want = fn(x), _max_of_sizes(x)
         assert got[:3] == want[:3] and type(got[0]) is int
         torch.testing.assert_close(got[3], want[3])
+
+
+def _getter_escapes(x):
+    return operator.itemgetter(1, 0), operator.attrgetter("shape"), operator.methodcaller("sum", 0), x + 1
+
+
+def test_operator_getters_escape_as_the_same_getters():
+    kiln.reset()
+    x = torch.randn(3, 4)
+    g, a, m, _ = kiln.compile(_getter_escapes, backend=CompileCounter(), fullgraph=True)(x)
+    assert (type(g), type(a), type(m)) == (operator.itemgetter, operator.attrgetter, operator.methodcaller)
+    assert g([1, 2]) == (2, 1) and a(x) == x.shape
+    torch.testing.assert_close(m(x), x.sum(0))

@@ -6,6 +6,7 @@ unroll over containers and hand tensor work to the graph.
 from __future__ import annotations
 
 import builtins as _b
+import collections
 import functools
 import math
 import operator
@@ -16,6 +17,7 @@ from ...exc import Unsupported
 from .base import AttributeMissing, ConstantValue, Value, const, raise_python
 from .containers import DictValue, IteratorValue, ListValue, SetValue, SliceValue, TupleValue, key_of
 from .iterators import ITERTOOLS, as_iterator, zip_rows
+from .operator_objects import OPERATOR_OBJECTS
 from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
 from .new_objects import NewObjectValue
 from .nn_modules import ModuleValue
@@ -426,10 +428,6 @@ def _not(tx, args, kwargs):
     return const(not args[0].truth(tx))
 
 
-def _attrgetter_call(tx, args, kwargs):
-    raise Unsupported("operator.attrgetter objects")
-
-
 def _math_fn(fn):
     def handler(tx, args, kwargs):
         if any(isinstance(a, TensorValue) for a in args):
@@ -465,6 +463,27 @@ BUILTINS: dict = {
     functools.reduce: _reduce,
 }
 BUILTINS.update(ITERTOOLS)
+BUILTINS.update(OPERATOR_OBJECTS)
+
+
+def _fromkeys(cls):
+    """``dict.fromkeys(iterable, value=None)`` and the same classmethod of OrderedDict /
+    defaultdict (whose default_factory is then None): every key maps to the one value."""
+    def handler(tx, args, kwargs):
+        if not 1 <= len(args) <= 2 or kwargs:
+            raise_python(TypeError, f"fromkeys expected 1 or 2 arguments, got {len(args)}")
+        value = args[1] if len(args) > 1 else const(None)
+        d = DictValue({}, cls=cls)
+        for k in _iter_items(tx, args[0]):
+            d.items[key_of(k)] = value
+            if not isinstance(k, ConstantValue):
+                d.key_values[key_of(k)] = k
+        return d
+    return handler
+
+
+for _cls in (dict, collections.OrderedDict, collections.defaultdict):
+    BUILTINS[_cls.fromkeys] = _fromkeys(_cls)
 for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
             operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
             operator.rshift, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,

@@ -6,6 +6,7 @@ mutated, the glue writes its new contents back after the graph runs.
 """
 from __future__ import annotations
 
+import collections
 import operator
 
 from ...exc import Unsupported
@@ -311,12 +312,8 @@ class DictValue(Value):
             if name == "__contains__":
                 return const(k in self.items)
             return self.items[k] if k in self.items else (args[1] if len(args) > 1 else const(None))
-        if name == "keys":
-            return TupleValue([self._key_value(k) for k in self.items])
-        if name == "values":
-            return TupleValue(list(self.items.values()))
-        if name == "items":
-            return TupleValue([TupleValue([self._key_value(k), v]) for k, v in self.items.items()])
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            return DictViewValue(self, name)
         if name == "__setitem__":
             self.setitem(tx, args[0], args[1])
             return const(None)
@@ -369,12 +366,75 @@ class DictValue(Value):
         lit = self._literal(cg)
         if self.cls is dict:
             return cg.new_object(self, lit)
-        if self.default_factory is not None:
-            return cg.new_object(self, f"{cg.ref(self.cls)}({cg.expr(self.default_factory)}, {lit})")
+        if self.default_factory is not None or issubclass(self.cls, collections.defaultdict):
+            factory = cg.expr(self.default_factory) if self.default_factory is not None else "None"
+            return cg.new_object(self, f"{cg.ref(self.cls)}({factory}, {lit})")
         return cg.new_object(self, f"{cg.ref(self.cls)}({lit})")
 
     def rebuild_contents(self, cg) -> str:
         return self._literal(cg)
+
+
+class DictViewValue(Value):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view, so it shows the dict's
+    contents when it is used, not when it was made (as Python's views do)."""
+
+    _TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, d: DictValue, kind: str):
+        self.d, self.kind = d, kind
+
+    def python_type(self):
+        return self._TYPES[self.kind]
+
+    def describe(self):
+        return f"{self.d.describe()}.{self.kind}()"
+
+    def unpack(self, tx):
+        d = self.d
+        if self.kind == "keys":
+            return d.unpack(tx)
+        if self.kind == "values":
+            return list(d.items.values())
+        return [TupleValue([d._key_value(k), v]) for k, v in d.items.items()]
+
+    def length(self, tx):
+        return len(self.d.items)
+
+    def truth(self, tx):
+        return bool(self.d.items)
+
+    def contents(self):
+        return [self.d]
+
+    def as_set(self, tx) -> SetValue:
+        """The set a keys / items view behaves as in ``&``, ``|``, ``-``, ``^``."""
+        if self.kind == "values":
+            raise_python(TypeError, "unsupported operand type(s) for set operation: 'dict_values'")
+        return SetValue({key_of(v): v for v in self.unpack(tx)})
+
+    def getattr(self, tx, name):
+        return BoundContainerMethod(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__":
+            item = args[0]
+            if self.kind == "keys":
+                return const(key_of(item) in self.d.items)
+            if self.kind == "items":
+                pair = item.unpack(tx) if item.python_type() is tuple else []
+                k, v = pair if len(pair) == 2 else (None, None)
+                found = k is not None and key_of(k) in self.d.items
+                return const(found and _equal(tx, self.d.items[key_of(k)], v))
+            return const(any(_equal(tx, v, item) for v in self.d.items.values()))
+        if name == "__len__":
+            return const(len(self.d.items))
+        if name == "isdisjoint" and self.kind != "values":
+            return const(not set(self.as_set(tx).items) & {key_of(v) for v in args[0].unpack(tx)})
+        raise Unsupported(f"dict_{self.kind}.{name} is not supported")
+
+    def reconstruct(self, cg):
+        return f"{cg.expr(self.d)}.{self.kind}()"
 
 
 class SetValue(Value):

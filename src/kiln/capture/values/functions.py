@@ -12,7 +12,7 @@ import types
 
 from ...exc import Unsupported
 from ..sources import AttrSource, ClosureSource, ItemSource
-from .base import ConstantValue, Value, const
+from .base import AttributeMissing, ConstantValue, Value, const
 from .containers import DictValue, TupleValue
 
 
@@ -103,10 +103,24 @@ class BaseFunctionValue(Value):
         return tx.inline_call(self, code, fn_globals, bound, closure)
 
     def getattr(self, tx, name):
+        code, fn_globals, defaults, kwdefaults, _ = self.parts(tx)
         if name == "__name__" or name == "__qualname__":
-            return const(self.parts(tx)[0].co_name)
+            return const(code.co_name)
         if name == "__code__":
-            return const(self.parts(tx)[0])
+            return const(code)
+        if name == "__class__":
+            return tx.wrap(types.FunctionType, None)
+        if name == "__module__":
+            return const(fn_globals.get("__name__"))
+        if name == "__defaults__":
+            return TupleValue(defaults) if defaults else const(None)
+        if name == "__kwdefaults__":
+            return DictValue(kwdefaults) if kwdefaults else const(None)
+        if name == "__doc__":
+            return const(code.co_consts[0] if code.co_consts and isinstance(code.co_consts[0], str) else None)
+        if not hasattr(types.FunctionType, name):
+            # a function made in the frame has an empty __dict__: the name is missing, as in eager
+            raise AttributeMissing(f"'function' object has no attribute {name!r}")
         raise Unsupported(f"attribute {name!r} of a function")
 
 
@@ -146,6 +160,12 @@ class UserFunctionValue(BaseFunctionValue):
             return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
             return tx.wrap(self.fn.__wrapped__, None)
+        if name not in self.fn.__dict__ and not hasattr(types.FunctionType, name):
+            # missing, as in eager: guarded, since a later ``fn.attr = ...`` would add it
+            if self.source is not None:
+                tx.state.guards.add("const", self.source, f"not hasattr({{v}}, {name!r})",
+                                    f"{self.source.describe()} has no attribute {name!r}")
+            raise AttributeMissing(f"'function' object has no attribute {name!r}")
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
