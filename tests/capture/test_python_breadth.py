@@ -5,10 +5,12 @@ attributes, dataclass field writes.  Each program is captured whole under
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import operator
 import sys
 
+import pytest
 import torch
 
 import kiln
@@ -174,7 +176,85 @@ ATTRS = [
 ]
 
 
-@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS)
+# -- namedtuples with methods, dataclass / ModelOutput field writes ---------------------------------
+Pair = collections.namedtuple("Pair", "a b")
+
+
+class Scaled(Pair):
+    @property
+    def total(self):
+        return self.a + self.b
+
+    def scaled(self, k):
+        return Scaled(self.a * k, self.b)
+
+
+def nt_methods(x, y):
+    q = Scaled(x, y)
+    r = q._replace(b=x)
+    return q.total, q.scaled(2), r, type(r), r._asdict(), Scaled._fields, q._fields, Pair(x, 1)._asdict()
+
+
+def nt_input_methods(q):
+    return q.total, q.scaled(3), q._replace(a=1)
+
+
+@dataclasses.dataclass
+class Fields:
+    a: torch.Tensor
+    b: object = None
+
+
+def dc_field_writes(x):
+    o = Fields(x + 1)
+    o.b = x * 2
+    o.a = o.b - 1
+    return o, o.b + 1
+
+
+def dc_frozen_write_raises(x):
+    o = Frozen(x)
+    try:
+        o.a = x + 1
+    except dataclasses.FrozenInstanceError:
+        return x - 1
+    return o.a
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: torch.Tensor
+
+
+OBJECTS = [
+    Case("nt_methods", nt_methods, xy, 1, 2),
+    Case("nt_input_methods", nt_input_methods, lambda r: (Scaled(r.randn(2), r.randn(2)),), 1, 2),
+    Case("dc_field_writes", dc_field_writes, x1, 1, 4),
+    Case("dc_frozen_write_raises", dc_frozen_write_raises, x1, 1, 2),
+]
+
+
+def test_model_output_field_and_item_writes():
+    modeling_outputs = pytest.importorskip("transformers.modeling_outputs")
+
+    def f(x):
+        o = modeling_outputs.BaseModelOutputWithPooling(last_hidden_state=x + 1)
+        o.pooler_output = x * 2
+        o["hidden_states"] = (x,)
+        return o, o.pooler_output + 1, o.to_tuple()[1]
+
+    kiln.reset()
+    counter = CompileCounter()
+    x = torch.randn(3, 4)
+    got, want = kiln.compile(f, backend=counter, fullgraph=True)(x), f(x)
+    assert counter.frame_count == 1
+    assert list(got[0].keys()) == list(want[0].keys()) == ["last_hidden_state", "pooler_output", "hidden_states"]
+    assert got[0].hidden_states[0] is x
+    for a, b in ((got[0].pooler_output, want[0].pooler_output), (got[1], want[1]), (got[2], want[2])):
+        torch.testing.assert_close(a, b)
+
+
+@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS)
 def test_capture(case):
     run_case(case)
 

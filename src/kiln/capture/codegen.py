@@ -107,6 +107,9 @@ class Codegen:
         name = self._temp()
         self._memo[key] = name
         self.lines.append(f"{name} = {text}")
+        for kind, key, value in v.writes:
+            target = f"{self.ref(setattr)}({name}, {key!r}, " if kind == "attr" else f"{name}.__setitem__({key!r}, "
+            self.lines.append(f"{target}{self.expr(value)})")
         return name
 
     def cell(self, cell) -> str:

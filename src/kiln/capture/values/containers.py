@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import operator
+import types
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const, raise_python
@@ -141,7 +142,33 @@ class NamedTupleValue(TupleValue):
             return self.items[list(fields).index(name)]
         if name == "_fields" and hasattr(self.cls, "_fields"):
             return const(self.cls._fields)
+        raw = self._class_attr(name)
+        if isinstance(raw, property):
+            return tx.wrap(raw.fget, None).call(tx, [self], {})
         return super().getattr(tx, name)
+
+    def _class_attr(self, name):
+        """What the namedtuple's class (a user subclass with methods, or the generated
+        class) defines for ``name``, found the way Python's lookup finds it."""
+        for klass in self.cls.__mro__:
+            if name in vars(klass):
+                return vars(klass)[name]
+        return None
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = getattr(self.cls, "_fields", None)
+        if fields is not None and name == "_replace" and not args:
+            unknown = set(kwargs) - set(fields)
+            if unknown:
+                raise_python(ValueError, f"Got unexpected field names: {sorted(unknown)!r}")
+            return NamedTupleValue([kwargs.get(f, item) for f, item in zip(fields, self.items)], self.cls)
+        if fields is not None and name == "_asdict" and not args and not kwargs:
+            return DictValue(dict(zip(fields, self.items)))
+        raw = self._class_attr(name)
+        if isinstance(raw, types.FunctionType) and raw.__module__ != "collections":
+            # a method of a user subclass: traced like any method, with the tuple as self
+            return tx.wrap(raw, None).call(tx, [self, *args], kwargs)
+        return super().call_method(tx, name, args, kwargs)
 
     def getitem(self, tx, key):
         result = super().getitem(tx, key)
