@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue, NullValue, const
-from ..values.containers import DictValue, IteratorValue, TupleValue
+from ..values.containers import DictValue, TupleValue
+from ..values.iterators import IteratorValue
 from ..values.functions import NestedFunctionValue
 
 

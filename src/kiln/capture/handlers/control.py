@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue
-from ..values.containers import IteratorValue
+from ..values.iterators import IteratorValue
 
 
 def jump(tx, ins):

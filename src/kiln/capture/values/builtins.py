@@ -15,8 +15,8 @@ import torch
 
 from ...exc import Unsupported
 from .base import AttributeMissing, ConstantValue, Value, const, raise_python
-from .containers import DictValue, IteratorValue, ListValue, SetValue, SliceValue, TupleValue, key_of
-from .iterators import ITERTOOLS, as_iterator, zip_rows
+from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from .iterators import ITERTOOLS, IteratorValue, as_iterator, zip_rows
 from .operator_objects import OPERATOR_OBJECTS
 from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
 from .new_objects import NewObjectValue

@@ -545,67 +545,6 @@ class SliceValue(Value):
         return [self.start, self.stop, self.step]
 
 
-class IteratorValue(Value):
-    """An iterator being consumed by an unrolled loop: a list of items and a cursor.
-
-    ``kind`` is the iterator type eager would have made (``map``, ``zip``, ``filter``,
-    ``enumerate``); one that escapes the frame is rebuilt as that type, over the items
-    the trace computed."""
-
-    def __init__(self, items: list, kind: type | None = None):
-        self.items = list(items)
-        self.index = 0
-        self.kind = kind
-
-    def python_type(self):
-        return self.kind or type(iter([]))
-
-    def next(self):
-        if self.index >= len(self.items):
-            return None
-        v = self.items[self.index]
-        self.index += 1
-        return v
-
-    def unpack(self, tx):
-        rest = self.items[self.index:]
-        self.index = len(self.items)
-        return rest
-
-    def contents(self):
-        return self.items[self.index:]
-
-    def reconstruct(self, cg):
-        rest = self.items[self.index:]
-        inner = ", ".join(cg.expr(i) for i in rest)
-        items = f"({inner}{',' if len(rest) == 1 else ''})"
-        rebuild = getattr(self, "rebuilder", None) or _ITERATOR_REBUILDERS.get(self.kind)
-        if rebuild is not None:
-            return f"{cg.ref(rebuild)}({items})"
-        return f"iter({items})"
-
-
-def _identity(x):
-    return x
-
-
-def _keep(x):
-    return True
-
-
-def _as_zip(items):
-    return zip(*zip(*items)) if items else zip()
-
-
-def _as_enumerate(items):
-    return enumerate([v for _, v in items], items[0][0]) if items else enumerate(())
-
-
-# how an escaping iterator of each kind is rebuilt over precomputed items (same type as eager's)
-_ITERATOR_REBUILDERS = {map: lambda items: map(_identity, items), filter: lambda items: filter(_keep, items),
-                        zip: _as_zip, enumerate: _as_enumerate}
-
-
 class BoundContainerMethod(Value):
     def __init__(self, obj: Value, name: str):
         self.obj, self.name = obj, name

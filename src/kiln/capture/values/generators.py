@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from .base import const
-from .containers import IteratorValue
+from .iterators import IteratorValue
 
 
 class GeneratorValue(IteratorValue):

@@ -1,4 +1,5 @@
-"""``itertools`` constructors and Python's pull-one-at-a-time iteration, on Values.
+"""Iterators: ``IteratorValue`` (the unrolled loop's iterator), lazy iterators, the
+``itertools`` constructors and Python's pull-one-at-a-time iteration, on Values.
 
 Iterators over known items are unrolled like the rest of Kiln's loops: each
 constructor computes its items from its inputs' items when it is called.  Two rules
@@ -10,7 +11,7 @@ keep that exact:
   from an earlier argument of ``zip`` before a later one ran out are gone, as in eager.
 * **Escaping keeps the type.**  An iterator that leaves the frame is rebuilt as the
   type eager would have made (``itertools.chain``, ``compress``, ...) over the items
-  the trace computed (``_REBUILDERS``); kinds that cannot be rebuilt from their items
+  the trace computed (``REBUILDERS``); kinds that cannot be rebuilt from their items
   (``combinations``, ``permutations``, ``product``) escape as plain iterators.
 """
 from __future__ import annotations
@@ -20,9 +21,63 @@ import operator
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const
-from .containers import IteratorValue, TupleValue
+from .containers import TupleValue
 
 _UNROLL_LIMIT = 100_000   # items an unrolled loop may take from an endless iterator
+
+
+class IteratorValue(Value):
+    """An iterator being consumed by an unrolled loop: a list of items and a cursor.
+
+    ``kind`` is the iterator type eager would have made (``map``, ``zip``, ``filter``,
+    ``enumerate``); one that escapes the frame is rebuilt as that type, over the items
+    the trace computed."""
+
+    def __init__(self, items: list, kind: type | None = None):
+        self.items = list(items)
+        self.index = 0
+        self.kind = kind
+
+    def python_type(self):
+        return self.kind or type(iter([]))
+
+    def next(self):
+        if self.index >= len(self.items):
+            return None
+        v = self.items[self.index]
+        self.index += 1
+        return v
+
+    def unpack(self, tx):
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return rest
+
+    def contents(self):
+        return self.items[self.index:]
+
+    def reconstruct(self, cg):
+        rest = self.items[self.index:]
+        inner = ", ".join(cg.expr(i) for i in rest)
+        items = f"({inner}{',' if len(rest) == 1 else ''})"
+        rebuild = getattr(self, "rebuilder", None) or REBUILDERS.get(self.kind)
+        if rebuild is not None:
+            return f"{cg.ref(rebuild)}({items})"
+        return f"iter({items})"
+
+
+def _keep(x):
+    return True
+
+
+def _as_zip(items):
+    return zip(*zip(*items)) if items else zip()
+
+
+def _as_enumerate(items):
+    return enumerate([v for _, v in items], items[0][0]) if items else enumerate(())
+
+
 
 
 class LazyIteratorValue(IteratorValue):
@@ -57,13 +112,6 @@ class LazyIteratorValue(IteratorValue):
         if self.rebuild is None:
             raise Unsupported(f"an {self.kind.__name__} iterator escaping the compiled region")
         return self.rebuild(cg, len(self.items))
-
-
-def made(items: list, kind: type) -> IteratorValue:
-    """An iterator of ``kind`` over items computed now, rebuilt as ``kind`` if it escapes."""
-    it = IteratorValue(items, kind)
-    it.rebuilder = REBUILDERS.get(kind)
-    return it
 
 
 def as_iterator(tx, v: Value) -> IteratorValue:
@@ -107,11 +155,11 @@ def _repeat(tx, args, kwargs):
     if times is None:
         return LazyIteratorValue(lambda i: obj, itertools.repeat,
                                  lambda cg, n: f"{cg.ref(itertools.repeat)}({cg.expr(obj)})")
-    return made([obj] * max(0, _number(times)), itertools.repeat)
+    return IteratorValue([obj] * max(0, _number(times)), itertools.repeat)
 
 
 def _chain(tx, args, kwargs):
-    return made([i for a in args for i in as_iterator(tx, a).unpack(tx)], itertools.chain)
+    return IteratorValue([i for a in args for i in as_iterator(tx, a).unpack(tx)], itertools.chain)
 
 
 def _chain_from_iterable(tx, args, kwargs):
@@ -123,20 +171,20 @@ def _combinatoric(fn):
         pool = as_iterator(tx, args[0]).unpack(tx)
         rest = [_number(a) if a is not None else None for a in args[1:]]
         rest += [_number(kwargs[k]) for k in ("r",) if k in kwargs]
-        return made([TupleValue(list(t)) for t in fn(pool, *rest)], fn)
+        return IteratorValue([TupleValue(list(t)) for t in fn(pool, *rest)], fn)
     return handler
 
 
 def _product(tx, args, kwargs):
     repeat = _number(kwargs.get("repeat", const(1)))
     pools = [as_iterator(tx, a).unpack(tx) for a in args] * repeat
-    return made([TupleValue(list(t)) for t in itertools.product(*pools)], itertools.product)
+    return IteratorValue([TupleValue(list(t)) for t in itertools.product(*pools)], itertools.product)
 
 
 def _compress(tx, args, kwargs):
     data = args[0] if args else kwargs["data"]
     selectors = args[1] if len(args) > 1 else kwargs["selectors"]
-    return made([d for d, s in zip_rows(tx, [data, selectors]) if s.truth(tx)], itertools.compress)
+    return IteratorValue([d for d, s in zip_rows(tx, [data, selectors]) if s.truth(tx)], itertools.compress)
 
 
 def _islice(tx, args, kwargs):
@@ -152,7 +200,7 @@ def _islice(tx, args, kwargs):
         if item is None:
             break
         taken.append(item)
-    return made(taken[slice(bounds.start, None, bounds.step)], itertools.islice)
+    return IteratorValue(taken[slice(bounds.start, None, bounds.step)], itertools.islice)
 
 
 def _zip_longest(tx, args, kwargs):
@@ -164,7 +212,7 @@ def _zip_longest(tx, args, kwargs):
         if all(i is None for i in row):
             break
         rows.append(TupleValue([fill if i is None else i for i in row]))
-    return made(rows, itertools.zip_longest)
+    return IteratorValue(rows, itertools.zip_longest)
 
 
 def _accumulate(tx, args, kwargs):
@@ -183,21 +231,24 @@ def _accumulate(tx, args, kwargs):
             out.append(tx.apply_operator(operator.add, out[-1], item))
         else:
             out.append(func.call(tx, [out[-1], item], {}))
-    return made(out, itertools.accumulate)
+    return IteratorValue(out, itertools.accumulate)
 
 
 def _pairwise(tx, args, kwargs):
     items = as_iterator(tx, args[0]).unpack(tx)
-    return made([TupleValue([a, b]) for a, b in zip(items, items[1:])], itertools.pairwise)
+    return IteratorValue([TupleValue([a, b]) for a, b in zip(items, items[1:])], itertools.pairwise)
 
 
 def _starmap(tx, args, kwargs):
     fn, src = args
-    return made([fn.call(tx, row.unpack(tx), {}) for row in as_iterator(tx, src).unpack(tx)], itertools.starmap)
+    return IteratorValue([fn.call(tx, row.unpack(tx), {}) for row in as_iterator(tx, src).unpack(tx)], itertools.starmap)
 
 
-# How an escaping iterator of each kind is rebuilt over the items the trace computed.
+# How an escaping iterator of each kind is rebuilt over the items the trace computed
+# (the same type as eager's).
 REBUILDERS = {
+    map: lambda items: map(_identity, items), filter: lambda items: filter(_keep, items),
+    zip: _as_zip, enumerate: _as_enumerate,
     itertools.chain: lambda items: itertools.chain(items),
     itertools.compress: lambda items: itertools.compress(items, itertools.repeat(True)),
     itertools.islice: lambda items: itertools.islice(items, None),

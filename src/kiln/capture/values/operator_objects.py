@@ -13,7 +13,8 @@ import sys
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const, raise_python
-from .containers import IteratorValue, TupleValue
+from .containers import TupleValue
+from .iterators import IteratorValue
 
 
 class GetterValue(Value):
