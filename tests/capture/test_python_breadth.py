@@ -254,7 +254,43 @@ def test_model_output_field_and_item_writes():
         torch.testing.assert_close(a, b)
 
 
-@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS)
+# -- collections.deque --------------------------------------------------------------------------
+def dq_methods(x):
+    d = collections.deque([x], maxlen=3)
+    d.append(x + 1)
+    d.appendleft(x - 1)
+    d.append(x * 2)                 # full: drops x - 1 from the left
+    a, b = d.pop(), d.popleft()
+    d.extend([x, x + 3])
+    e = collections.deque(range(5))
+    e.rotate(2)
+    e.extendleft([9, 8])
+    return a, b, len(d), d[0], d[-1], list(d), d.maxlen, type(d), list(e), e.maxlen, 3 in e, e.index(4)
+
+
+def dq_escapes(x):
+    d = collections.deque([1, 2], maxlen=4)
+    d.appendleft(0)
+    return d, x + len(d)
+
+
+def dq_empty_pop_raises(x):
+    d = collections.deque()
+    try:
+        d.popleft()
+    except IndexError:
+        return x + 1
+    return x
+
+
+DEQUES = [
+    Case("dq_methods", dq_methods, x1, 1, 4),
+    Case("dq_escapes", dq_escapes, x1, 1, 1),
+    Case("dq_empty_pop_raises", dq_empty_pop_raises, x1, 1, 1),
+]
+
+
+@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES)
 def test_capture(case):
     run_case(case)
 

@@ -16,6 +16,7 @@ import torch
 from ...exc import Unsupported
 from .base import AttributeMissing, ConstantValue, Value, const, raise_python
 from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from .deques import DEQUES
 from .iterators import ITERTOOLS, IteratorValue, as_iterator, zip_rows
 from .operator_objects import OPERATOR_OBJECTS
 from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
@@ -464,6 +465,7 @@ BUILTINS: dict = {
 }
 BUILTINS.update(ITERTOOLS)
 BUILTINS.update(OPERATOR_OBJECTS)
+BUILTINS.update(DEQUES)
 
 
 def _fromkeys(cls):
