@@ -8,6 +8,7 @@ It is emitted as source text (printable with ``KILN_LOGS=code``), compiled with
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import types
 
@@ -222,6 +223,12 @@ class Codegen:
 
         for container in se.mutated_containers.values():
             target = hold(self.source_expr(container.source))
+            consumed = getattr(container, "consumed", None)
+            if consumed is not None:
+                # an iterator from outside the frame: advanced by the items the trace took
+                if consumed:
+                    writes.append(f"next({self.ref(itertools.islice)}({target}, {consumed}, {consumed}), None)")
+                continue
             contents = hold(container.rebuild_contents(self))
             if isinstance(container.items, list):
                 writes.append(f"{target}[:] = {contents}")

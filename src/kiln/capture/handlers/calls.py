@@ -88,7 +88,7 @@ def send(tx, ins):
     it = tx.stack[-1]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"yield from {it.describe()}")
-    item = it.next()
+    item = it.next(tx)
     if item is None:
         tx.pop()
         tx.push(getattr(it, "return_value", None) or const(None))

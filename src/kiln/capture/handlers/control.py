@@ -49,7 +49,7 @@ def for_iter(tx, ins):
     it = tx.stack[-1]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"for-loop over {it.describe()}")
-    item = it.next()
+    item = it.next(tx)
     if item is None:
         tx.pop()
         tx.jump(ins)

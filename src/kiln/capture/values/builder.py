@@ -25,6 +25,7 @@ from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleVa
 from .contexts import wrap_grad_mode_exit
 from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, PartialValue, UserFunctionValue
+from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue, remaining_items
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
 from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
                          is_module_container)
@@ -152,6 +153,11 @@ def wrap(tx, obj, source) -> Value:
         func = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
         self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
         return BoundMethodValue(func, self_v, source)
+    if t in CARRIED_ITERATOR_TYPES and source is not None:
+        rest = remaining_items(obj)
+        if rest is not None:
+            guards.type_is(source, obj)
+            return state.remember(obj, CarriedIteratorValue(obj, source, rest))
     special = wrap_special_object(tx, obj, source)
     if special is not None:
         return special

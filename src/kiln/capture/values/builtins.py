@@ -185,7 +185,7 @@ def _next(tx, args, kwargs):
     it = args[0]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"next() on {it.describe()}")
-    v = it.next()
+    v = it.next(tx)
     if v is None:
         if len(args) > 1:
             return args[1]

@@ -26,7 +26,7 @@ class GeneratorValue(IteratorValue):
         """What ``yield from`` on this generator evaluates to (once exhausted)."""
         return self.tracer.return_value or const(None)
 
-    def next(self):
+    def next(self, tx):
         t = self.tracer
         produced = len(t.yields)
         try:
@@ -44,7 +44,7 @@ class GeneratorValue(IteratorValue):
 
     def unpack(self, tx):
         rest = []
-        while (item := self.next()) is not None:
+        while (item := self.next(tx)) is not None:
             rest.append(item)
         return rest
 

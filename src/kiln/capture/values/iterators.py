@@ -21,6 +21,7 @@ import operator
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const
+from ..sources import CallSource, ItemSource
 from .containers import TupleValue
 
 _UNROLL_LIMIT = 100_000   # items an unrolled loop may take from an endless iterator
@@ -41,7 +42,7 @@ class IteratorValue(Value):
     def python_type(self):
         return self.kind or type(iter([]))
 
-    def next(self):
+    def next(self, tx):
         if self.index >= len(self.items):
             return None
         v = self.items[self.index]
@@ -61,9 +62,10 @@ class IteratorValue(Value):
         inner = ", ".join(cg.expr(i) for i in rest)
         items = f"({inner}{',' if len(rest) == 1 else ''})"
         rebuild = getattr(self, "rebuilder", None) or REBUILDERS.get(self.kind)
+        # one object however many places hold it (the loop's stack slot and a local `it`)
         if rebuild is not None:
-            return f"{cg.ref(rebuild)}({items})"
-        return f"iter({items})"
+            return cg.new_object(self, f"{cg.ref(rebuild)}({items})")
+        return cg.new_object(self, f"iter({items})")
 
 
 def _keep(x):
@@ -89,7 +91,7 @@ class LazyIteratorValue(IteratorValue):
         self.produce = produce
         self.rebuild = rebuild        # (cg, number of items taken) -> expression, or None
 
-    def next(self):
+    def next(self, tx):
         item = self.produce(len(self.items))
         if item is None:
             return None
@@ -99,7 +101,7 @@ class LazyIteratorValue(IteratorValue):
 
     def unpack(self, tx):
         rest = []
-        while (item := self.next()) is not None:
+        while (item := self.next(tx)) is not None:
             rest.append(item)
             if len(rest) > _UNROLL_LIMIT:
                 raise Unsupported(f"iterating over an endless {self.kind.__name__} to its end")
@@ -111,7 +113,83 @@ class LazyIteratorValue(IteratorValue):
     def reconstruct(self, cg):
         if self.rebuild is None:
             raise Unsupported(f"an {self.kind.__name__} iterator escaping the compiled region")
-        return self.rebuild(cg, len(self.items))
+        return cg.new_object(self, self.rebuild(cg, len(self.items)))
+
+
+# -- iterators that came in from outside the frame ----------------------------------------------
+def remaining_items(it):
+    """The items a built-in iterator has left, read without advancing it (through its
+    ``__reduce__``, which pickling uses for the same purpose), or None for a kind whose
+    items cannot be read that way (``map``, ``filter``: they would call a function)."""
+    t = type(it)
+    if t in _SEQUENCE_ITERATORS:
+        red = it.__reduce__()
+        start = red[2] if len(red) > 2 else 0
+        return tuple(red[1][0])[start:] if red[1] else ()
+    if t is enumerate:
+        inner, count = it.__reduce__()[1]
+        rest = remaining_items(inner)
+        return None if rest is None else tuple((count + i, v) for i, v in enumerate(rest))
+    if t is zip:
+        red = it.__reduce__()
+        if len(red) > 2 and red[2]:
+            return None   # zip(strict=True): running out early raises, which replay would not
+        rests = [remaining_items(i) for i in red[1]]
+        return None if any(r is None for r in rests) else tuple(zip(*rests))
+    return None
+
+
+_SEQUENCE_ITERATORS = frozenset(type(i) for i in (
+    iter(()), iter([]), iter(range(0)), iter(""), iter({}), iter({}.values()), iter({}.items()), iter(set())))
+CARRIED_ITERATOR_TYPES = _SEQUENCE_ITERATORS | {enumerate, zip}
+
+
+class CarriedIteratorValue(IteratorValue):
+    """A real iterator read from outside the frame: typically the iterator of a ``for``
+    loop handed to a continuation at a graph break.  Items are read as the trace takes
+    them (``remaining_items(it)[i]``), each guarded only as far as it was taken (``at
+    least i+1 items left``; ``exactly i`` when the loop ran out), so every iteration of a
+    loop whose body breaks reuses one entry.  The glue advances the real iterator by the
+    items taken (a side effect, replayed after the values that read them), and the
+    iterator itself is passed on as it is."""
+
+    def __init__(self, obj, source, real_rest: tuple):
+        super().__init__([], type(obj))
+        self.source = source
+        self.real_rest = real_rest
+        self.rest_source = CallSource(id(remaining_items), source, (), fn=remaining_items)
+
+    def describe(self):
+        return f"{self.kind.__name__} object at {self.source.describe()}"
+
+    @property
+    def consumed(self) -> int:
+        return len(self.items)
+
+    def next(self, tx):
+        i = len(self.items)
+        src, guards = self.rest_source, tx.state.guards
+        if i >= len(self.real_rest):
+            guards.add("len", src, f"len({{v}}) == {i}", f"{self.describe()} has {i} item(s) left")
+            return None
+        guards.add("len", src, f"len({{v}}) > {i}", f"{self.describe()} has more than {i} item(s) left")
+        tx.state.side_effects.mutated(self)
+        item = tx.wrap(self.real_rest[i], ItemSource(src, i))
+        self.items.append(item)
+        self.index = len(self.items)
+        return item
+
+    def unpack(self, tx):
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+        return rest
+
+    def contents(self):
+        return []
+
+    def reconstruct(self, cg):
+        return cg.source_expr(self.source)
 
 
 def as_iterator(tx, v: Value) -> IteratorValue:
@@ -126,7 +204,7 @@ def zip_rows(tx, values: list) -> list[list]:
     while its:
         row = []
         for it in its:
-            item = it.next()
+            item = it.next(tx)
             if item is None:
                 return rows
             row.append(item)
@@ -196,7 +274,7 @@ def _islice(tx, args, kwargs):
     src = as_iterator(tx, args[0])
     taken = []
     while bounds.stop is None or len(taken) < bounds.stop:
-        item = src.next()
+        item = src.next(tx)
         if item is None:
             break
         taken.append(item)
@@ -208,7 +286,7 @@ def _zip_longest(tx, args, kwargs):
     its = [as_iterator(tx, a) for a in args]
     rows = []
     while True:
-        row = [it.next() for it in its]
+        row = [it.next(tx) for it in its]
         if all(i is None for i in row):
             break
         rows.append(TupleValue([fill if i is None else i for i in row]))
