@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import itertools
 import operator
 import sys
@@ -290,7 +291,84 @@ DEQUES = [
 ]
 
 
-@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES)
+# -- functools.lru_cache / functools.cache ---------------------------------------------------------
+@functools.lru_cache
+def _doubled(n):
+    return n * 2
+
+
+@functools.cache
+def _sine(t):
+    return t.sin()
+
+
+@functools.lru_cache(maxsize=None)
+def _lower_mask(n):
+    return torch.ones(n, n).tril()
+
+
+def lru_calls(x):
+    a, b = _sine(x), _sine(x)            # one traced call: a repeat is a hit, the same tensor
+    return x * _doubled(3), a + b, _lower_mask(3) @ x, a is b
+
+
+CACHED = [
+    Case("lru_calls", lru_calls, lambda r: (r.randn(3, 4),), 1, 4),
+]
+
+
+def test_cached_constant_call_returns_the_cached_object():
+    kiln.reset()
+    x = torch.randn(3, 3)
+
+    def f(x):
+        return _lower_mask(3), x + 1
+
+    mask, _ = kiln.compile(f, backend=CompileCounter(), fullgraph=True)(x)
+    assert mask is _lower_mask(3)
+
+
+_CALLS: list = []
+
+
+@functools.lru_cache
+def _logged(n):
+    _CALLS.append(n)                      # a side effect: eager runs it on a miss only
+    return n + 1
+
+
+def test_cached_function_with_side_effects_runs_as_python():
+    kiln.reset()
+    _logged.cache_clear()
+    _CALLS.clear()
+
+    def f(x):
+        return x * _logged(2) + _logged(2)
+
+    compiled = kiln.compile(f, backend=CompileCounter())
+    x = torch.randn(3)
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x), f(x))
+    assert _CALLS == [2] and kiln.metrics.eager_fallbacks == 0
+
+
+def test_compile_of_an_lru_cache_wrapped_function():
+    @functools.lru_cache(maxsize=None)
+    def plus(x, k):
+        return x + k
+
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(plus, backend=counter, fullgraph=True)
+    x = torch.randn(3)
+    a, b = compiled(x, 1), compiled(x, 1)
+    assert a is b                          # a hit returns the cached tensor, as eager does
+    torch.testing.assert_close(a, x + 1)
+    torch.testing.assert_close(compiled(x, 2), x + 2)
+    assert compiled.cache_info().hits == 1 and counter.frame_count >= 1
+
+
+@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES + CACHED)
 def test_capture(case):
     run_case(case)
 

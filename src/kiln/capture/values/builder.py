@@ -24,7 +24,7 @@ from .callables import wrap_c_callable, wrap_class, wrap_python_function, wrap_s
 from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
 from .contexts import wrap_grad_mode_exit
 from .exceptions import ExceptionValue
-from .functions import BoundMethodValue, PartialValue, UserFunctionValue
+from .functions import BoundMethodValue, CachedFunctionValue, PartialValue, UserFunctionValue
 from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue, remaining_items
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
 from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
@@ -111,6 +111,10 @@ def wrap(tx, obj, source) -> Value:
         return state.remember(obj, ModuleValue(obj, source))
     if isinstance(obj, types.FunctionType):
         return _wrap_function(tx, obj, source)
+    if isinstance(obj, functools._lru_cache_wrapper):
+        if guards is not None:
+            guards.identity(source, obj, "function")
+        return state.remember(obj, CachedFunctionValue(obj, source))
     if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor) \
             and hasattr(torch.Tensor, obj.__name__):
         # ``x.add`` handed over a graph break: a new object on every call; traced as the
