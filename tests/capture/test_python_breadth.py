@@ -368,7 +368,52 @@ def test_compile_of_an_lru_cache_wrapped_function():
     assert compiled.cache_info().hits == 1 and counter.frame_count >= 1
 
 
-@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES + CACHED)
+# -- set(), set.__init__, subclasses of list / dict / set, plain classes --------------------------
+class Bag(dict):
+    kind = "bag"
+
+    def total(self):
+        return sum(self.values())
+
+    @property
+    def size(self):
+        return len(self)
+
+
+class Tags(set):
+    pass
+
+
+class Stack(list):
+    def total(self):
+        return sum(self)
+
+
+class Point:
+    def __init__(self, a, b=2):
+        self.a, self.b = a, b
+
+    def scaled(self):
+        return self.a * self.b
+
+
+def sub_containers(x):
+    s = set()
+    s.__init__([1, 2])
+    d = Bag(a=x, b=x + 1)
+    d["c"] = x
+    st = Stack([x, x])
+    st.append(x * 2)
+    return s, set([1, 2, 2]), set(range(3)), d, d.total(), d.size, d.kind, Tags([1]), st.total(), st, \
+        Point(x).scaled(), isinstance(d, Bag), type(st)
+
+
+SUBCLASSES = [
+    Case("sub_containers", sub_containers, x1, 1, 9),
+]
+
+
+@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES + CACHED + SUBCLASSES)
 def test_capture(case):
     run_case(case)
 

@@ -21,6 +21,7 @@ from ..sources import AttrSource, ConstSource, DictValuesSource, ItemSource, Loc
 from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
+from .container_subclasses import container_base, subclass_instance
 from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
 from .contexts import wrap_grad_mode_exit
 from .exceptions import ExceptionValue
@@ -408,6 +409,9 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
         tx.state.replayed[id(instance)] = v
         tx.state.keepalive.append(instance)
         return v
+    base = container_base(cls)
+    if base is not None:
+        return subclass_instance(BUILTINS[base](tx, list(args), dict(kwargs)), cls)
     if cls in (collections.OrderedDict, collections.defaultdict):
         return _construct_dict(tx, cls, list(args), kwargs)
     if cls is functools.partial:

@@ -488,9 +488,11 @@ class SetValue(Value):
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
             return const(key_of(args[0]) in self.items)
-        if name in ("add", "discard", "remove", "update", "clear") and not self.frozen:
+        if name in ("add", "discard", "remove", "update", "clear", "__init__") and not self.frozen:
             tx.state.side_effects.mutated(self)
-            if name == "add":
+            if name == "__init__":       # set.__init__(iterable): starts again from the iterable
+                self.items = {key_of(v): v for a in args for v in a.unpack(tx)}
+            elif name == "add":
                 self.items.setdefault(key_of(args[0]), args[0])
             elif name in ("discard", "remove"):
                 self.items.pop(key_of(args[0]), None)
