@@ -114,3 +114,4 @@ def test_an_iterator_used_after_the_loop_is_advanced_like_eager():
 def test_fullgraph_still_refuses_the_print():
     with pytest.raises(kiln.Unsupported):
         kiln.compile(over_tuple, fullgraph=True)(torch.ones(2), (torch.ones(2),))
+

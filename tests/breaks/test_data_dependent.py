@@ -269,3 +269,15 @@ def test_item_inside_boolean_expression():
     # item() and print; the comparison and the and/or run on a Python float
     # (the float is specialised: the second input set recompiles up to the print)
     check(f, seeds(lambda s: (randn(s, 3),)), graphs=1, breaks=2, total_breaks=3)
+
+
+def test_numpy_round_trip_breaks_but_the_frame_stays_compiled():
+    def f(x):
+        y = x * 2
+        a = y.numpy()
+        b = a * 3 + 1
+        return torch.from_numpy(b) + x, torch.tensor(b.sum()) * 2
+
+    # numpy calls run as Python at breaks (each numpy operation is one); the torch work
+    # around them stays in graphs, and nothing falls back to eager
+    check(f, seeds(lambda s: (randn(s, 3, 4),)), graphs=3, breaks=6)
