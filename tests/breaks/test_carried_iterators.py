@@ -115,3 +115,29 @@ def test_fullgraph_still_refuses_the_print():
     with pytest.raises(kiln.Unsupported):
         kiln.compile(over_tuple, fullgraph=True)(torch.ones(2), (torch.ones(2),))
 
+
+
+def test_loop_that_grows_its_list_sees_the_new_items():
+    def f(x, items):
+        queue = list(items)
+        for v in queue:
+            print("visit")
+            x = x + v
+            if len(queue) < 4:
+                queue.append(v * 2)      # eager's iterator yields the appended items too
+        return x, len(queue)
+
+    # once the body changed the list, the continuation stops before taking the next item
+    # (the items it read at its start are stale) and FOR_ITER runs as Python
+    check(f, seeds(lambda s: (randn(s, 3), [randn(s + 1, 3), randn(s + 2, 3)])), graphs=4, breaks=6)
+
+
+def test_loop_that_rewrites_later_values_of_its_dict():
+    def f(x, d):
+        for k, v in d.items():
+            print("key", k)
+            x = x + v
+            d["b"] = v * 3               # a later value changes before the loop reaches it
+        return x
+
+    check(f, seeds(lambda s: (randn(s, 3), {"a": randn(s + 1, 3), "b": randn(s + 2, 3)})), graphs=2, breaks=4)

@@ -413,7 +413,38 @@ SUBCLASSES = [
 ]
 
 
-@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES + CACHED + SUBCLASSES)
+# -- iterators over lists and dicts read them live ------------------------------------------------
+def live_list_growth(x):
+    queue = [x, x + 1]
+    for v in queue:
+        if len(queue) < 4:
+            queue.append(v * 2)          # visited by the same loop, as in eager
+    it = iter(queue)
+    next(it)
+    return queue, list(it)
+
+
+def live_dict_values(x):
+    d = {"a": x, "b": x + 1}
+    seen = []
+    for k, v in d.items():
+        seen.append(v)
+        d["b"] = v * 3                   # rewritten before the loop reaches it
+    try:
+        for k in d:
+            d[k + "!"] = x
+    except RuntimeError:
+        seen.append(x - 1)               # dictionary changed size during iteration
+    return seen
+
+
+LIVE = [
+    Case("live_list_growth", live_list_growth, x1, 1, 3),
+    Case("live_dict_values", live_dict_values, x1, 1, 4),
+]
+
+
+@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES + CACHED + SUBCLASSES + LIVE)
 def test_capture(case):
     run_case(case)
 

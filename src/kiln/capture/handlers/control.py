@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue
-from ..values.iterators import IteratorValue
+from ..values.iterators import IteratorValue, as_iterator
 
 
 def jump(tx, ins):
@@ -41,8 +41,7 @@ def _jump_if_or_pop(truth: bool):
 
 
 def get_iter(tx, ins):
-    v = tx.pop()
-    tx.push(v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(tx)))
+    tx.push(as_iterator(tx, tx.pop()))
 
 
 def for_iter(tx, ins):

@@ -176,9 +176,7 @@ def _reversed(tx, args, kwargs):
 def _iter(tx, args, kwargs):
     if len(args) != 1:
         raise Unsupported("iter() with a sentinel")
-    if isinstance(args[0], IteratorValue):
-        return args[0]
-    return IteratorValue(_iter_items(tx, args[0]))
+    return as_iterator(tx, args[0])
 
 
 def _next(tx, args, kwargs):

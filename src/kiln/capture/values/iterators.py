@@ -16,13 +16,14 @@ keep that exact:
 """
 from __future__ import annotations
 
+import gc
 import itertools
 import operator
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const
+from .base import ConstantValue, Value, const, raise_python
 from ..sources import CallSource, ItemSource
-from .containers import TupleValue
+from .containers import DictValue, DictViewValue, ListValue, TupleValue
 
 _UNROLL_LIMIT = 100_000   # items an unrolled loop may take from an endless iterator
 
@@ -139,6 +140,19 @@ def remaining_items(it):
     return None
 
 
+def iterated_containers(it) -> list:
+    """The mutable containers a built-in iterator walks (a list, a dict, a set), which
+    it reads live: a change the trace makes to one must be seen by the next item."""
+    t = type(it)
+    if t in (enumerate, zip):
+        return [c for inner in it.__reduce__()[1][:1 if t is enumerate else None] for c in iterated_containers(inner)]
+    # a list iterator's __reduce__ hands back the list; dict and set iterators refer to theirs
+    found = it.__reduce__()[1][0] if t is type(iter([])) and it.__reduce__()[1] else None
+    if found is None and t in _SEQUENCE_ITERATORS:
+        found = next((r for r in gc.get_referents(it) if isinstance(r, (dict, set))), None)
+    return [found] if isinstance(found, (list, dict, set)) else []
+
+
 _SEQUENCE_ITERATORS = frozenset(type(i) for i in (
     iter(()), iter([]), iter(range(0)), iter(""), iter({}), iter({}.values()), iter({}.items()), iter(set())))
 CARRIED_ITERATOR_TYPES = _SEQUENCE_ITERATORS | {enumerate, zip}
@@ -157,6 +171,7 @@ class CarriedIteratorValue(IteratorValue):
         super().__init__([], type(obj))
         self.source = source
         self.real_rest = real_rest
+        self.walks = iterated_containers(obj)
         self.rest_source = CallSource(id(remaining_items), source, (), fn=remaining_items)
 
     def describe(self):
@@ -169,6 +184,11 @@ class CarriedIteratorValue(IteratorValue):
     def next(self, tx):
         i = len(self.items)
         src, guards = self.rest_source, tx.state.guards
+        for container in self.walks:
+            known = tx.state.known_value(container)
+            if known is not None and getattr(known, "dirty", False):
+                # the items read when the trace began are stale: eager's iterator would see the change
+                raise Unsupported(f"{self.describe()}: the loop changed the container it iterates")
         if i >= len(self.real_rest):
             guards.add("len", src, f"len({{v}}) == {i}", f"{self.describe()} has {i} item(s) left")
             return None
@@ -192,9 +212,89 @@ class CarriedIteratorValue(IteratorValue):
         return cg.source_expr(self.source)
 
 
+class ListIteratorValue(IteratorValue):
+    """``iter(lst)`` for a list Value: like CPython's list iterator it reads the list at
+    each step (items appended by the loop body are visited) and stays exhausted once it
+    ran out; escaping, it is a real iterator over the rebuilt list, advanced as far."""
+
+    def __init__(self, lst):
+        super().__init__([], type(iter([])))
+        self.lst = lst
+        self.done = False
+
+    def next(self, tx):
+        if self.done or self.index >= len(self.lst.items):
+            self.done = True
+            return None
+        item = self.lst.items[self.index]
+        self.index += 1
+        return item
+
+    def unpack(self, tx):
+        rest = [] if self.done else self.lst.items[self.index:]
+        self.index, self.done = self.index + len(rest), True
+        return rest
+
+    def contents(self):
+        return [self.lst]
+
+    def reconstruct(self, cg):
+        if self.done:
+            return cg.new_object(self, "iter([])")
+        return cg.new_object(self, f"{cg.ref(_advanced)}(iter({cg.expr(self.lst)}), {self.index})")
+
+
+class DictIteratorValue(IteratorValue):
+    """``iter(d)`` / ``iter(d.keys())`` / ``.values()`` / ``.items()``: like CPython's dict
+    iterators it reads the dict at each step (a value rewritten by the loop body is seen)
+    and raises ``RuntimeError`` if the dict changed size; escaping, it is a real iterator
+    over the rebuilt view, advanced as far."""
+
+    def __init__(self, view, size: int):
+        super().__init__([], type(iter(getattr({}, view.kind)())))
+        self.view = view
+        self.size = size
+
+    def next(self, tx):
+        if len(self.view.d.items) != self.size:
+            self.size = -1      # CPython's iterator stays broken after that
+            raise_python(RuntimeError, "dictionary changed size during iteration")
+        if self.index >= self.size:
+            return None
+        item = self.view.unpack(tx)[self.index]
+        self.index += 1
+        return item
+
+    def unpack(self, tx):
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+        return rest
+
+    def contents(self):
+        return [self.view]
+
+    def reconstruct(self, cg):
+        return cg.new_object(self, f"{cg.ref(_advanced)}(iter({cg.expr(self.view)}), {self.index})")
+
+
+def _advanced(it, n: int):
+    next(itertools.islice(it, n, n), None)
+    return it
+
+
 def as_iterator(tx, v: Value) -> IteratorValue:
-    """``iter(v)`` as a Value: an iterator is itself, anything else is unpacked."""
-    return v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(tx))
+    """``iter(v)`` as a Value: an iterator is itself, a list is read live, anything else
+    is unpacked."""
+    if isinstance(v, IteratorValue):
+        return v
+    if type(v) is ListValue:
+        return ListIteratorValue(v)
+    if isinstance(v, DictValue):
+        v = DictViewValue(v, "keys")
+    if isinstance(v, DictViewValue):
+        return DictIteratorValue(v, len(v.d.items))
+    return IteratorValue(v.unpack(tx))
 
 
 def zip_rows(tx, values: list) -> list[list]:
