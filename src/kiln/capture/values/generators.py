@@ -38,15 +38,7 @@ class GeneratorValue(IteratorValue):
         if len(t.yields) == produced:
             return None
         item = t.yields[produced]
-        self.items.append(item)
-        self.index = len(self.items)
-        return item
-
-    def unpack(self, tx):
-        rest = []
-        while (item := self.next(tx)) is not None:
-            rest.append(item)
-        return rest
+        return self.took(item)
 
     def contents(self):
         return []

@@ -50,9 +50,17 @@ class IteratorValue(Value):
         self.index += 1
         return v
 
-    def unpack(self, tx):
-        rest = self.items[self.index:]
+    def took(self, item):
+        """Record an item a subclass's ``next`` produced (they are kept for escaping)."""
+        self.items.append(item)
         self.index = len(self.items)
+        return item
+
+    def unpack(self, tx):
+        """The items left, taken through ``next`` (so every kind takes them its own way)."""
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
         return rest
 
     def contents(self):
@@ -96,9 +104,7 @@ class LazyIteratorValue(IteratorValue):
         item = self.produce(len(self.items))
         if item is None:
             return None
-        self.items.append(item)
-        self.index = len(self.items)
-        return item
+        return self.took(item)
 
     def unpack(self, tx):
         rest = []
@@ -195,15 +201,7 @@ class CarriedIteratorValue(IteratorValue):
         guards.add("len", src, f"len({{v}}) > {i}", f"{self.describe()} has more than {i} item(s) left")
         tx.state.side_effects.mutated(self)
         item = tx.wrap(self.real_rest[i], ItemSource(src, i))
-        self.items.append(item)
-        self.index = len(self.items)
-        return item
-
-    def unpack(self, tx):
-        rest = []
-        while (item := self.next(tx)) is not None:
-            rest.append(item)
-        return rest
+        return self.took(item)
 
     def contents(self):
         return []
@@ -229,11 +227,6 @@ class ListIteratorValue(IteratorValue):
         item = self.lst.items[self.index]
         self.index += 1
         return item
-
-    def unpack(self, tx):
-        rest = [] if self.done else self.lst.items[self.index:]
-        self.index, self.done = self.index + len(rest), True
-        return rest
 
     def contents(self):
         return [self.lst]
@@ -264,12 +257,6 @@ class DictIteratorValue(IteratorValue):
         item = self.view.unpack(tx)[self.index]
         self.index += 1
         return item
-
-    def unpack(self, tx):
-        rest = []
-        while (item := self.next(tx)) is not None:
-            rest.append(item)
-        return rest
 
     def contents(self):
         return [self.view]
