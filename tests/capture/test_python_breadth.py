@@ -444,7 +444,56 @@ LIVE = [
 ]
 
 
-@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES + CACHED + SUBCLASSES + LIVE)
+def lazy_zip_stops_early(x):
+    it = iter([x, x + 1, x + 2])
+    for a, b in zip(it, range(5)):
+        if b == 0:
+            break                          # zip pulled one item from `it`, no more
+    return a, list(it)
+
+
+def lazy_map_interleaves(x):
+    out = []
+    for y in map(lambda v: out.append("f") or v * 2, [x, x + 1, x + 2]):
+        out.append("body")
+        if len(out) > 3:
+            break                          # map's function ran twice, not three times
+    return y, out
+
+
+def lazy_enumerate_generator(x):
+    g = (x * i for i in range(5))
+    for i, v in enumerate(g, 1):
+        if i == 2:
+            break
+    return v, list(g), list(filter(None, [0, 1, 2])), list(filter(lambda t: t > 1, range(4)))
+
+
+LAZY = [
+    Case("lazy_zip_stops_early", lazy_zip_stops_early, x1, 1, 2),
+    Case("lazy_map_interleaves", lazy_map_interleaves, x1, 1, 4),
+    Case("lazy_enumerate_generator", lazy_enumerate_generator, x1, 1, 5),
+]
+
+
+def _zip_escapes(x, y):
+    z = zip(iter([x, y, x + y]), [1, 2, 3])
+    next(z)
+    return z, enumerate([x, y], 5), map(len, [[1], [1, 2]])
+
+
+def test_adaptors_escape_as_adaptors_over_their_sources():
+    kiln.reset()
+    x, y = torch.randn(2), torch.randn(2)
+    z, e, m = kiln.compile(_zip_escapes, backend=CompileCounter(), fullgraph=True)(x, y)
+    assert (type(z), type(e), type(m)) == (zip, enumerate, map)
+    rest = list(z)
+    assert [k for _, k in rest] == [2, 3]
+    torch.testing.assert_close(rest[1][0], x + y)
+    assert [i for i, _ in e] == [5, 6] and list(m) == [1, 2]
+
+
+@parametrize(ITERTOOLS + MAXMIN + DICTS + OPERATOR + ATTRS + OBJECTS + DEQUES + CACHED + SUBCLASSES + LIVE + LAZY)
 def test_capture(case):
     run_case(case)
 

@@ -17,7 +17,7 @@ from ...exc import Unsupported
 from .base import AttributeMissing, ConstantValue, Value, const, raise_python
 from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
 from .deques import DEQUES
-from .iterators import ITERTOOLS, IteratorValue, as_iterator, zip_rows
+from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator
 from .operator_objects import OPERATOR_OBJECTS
 from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
 from .new_objects import NewObjectValue
@@ -151,8 +151,7 @@ def _range(tx, args, kwargs):
 
 def _enumerate(tx, args, kwargs):
     start = (args[1] if len(args) > 1 else kwargs.get("start", const(0))).as_constant()
-    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(as_iterator(tx, args[0]).unpack(tx))],
-                         enumerate)
+    return AdaptorValue(enumerate, [as_iterator(tx, args[0])], start=start)
 
 
 def _zip(tx, args, kwargs):
@@ -162,7 +161,7 @@ def _zip(tx, args, kwargs):
         if len({len(x) for x in lists}) > 1:
             raise Unsupported("zip(strict=True) with different lengths")
         return IteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
-    return IteratorValue([TupleValue(row) for row in zip_rows(tx, args)], zip)
+    return AdaptorValue(zip, [as_iterator(tx, a) for a in args])
 
 
 def _reversed(tx, args, kwargs):
@@ -320,15 +319,14 @@ def _callable(tx, args, kwargs):
 
 def _map(tx, args, kwargs):
     fn, *its = args
-    return IteratorValue([fn.call(tx, row, {}) for row in zip_rows(tx, its)], map)
+    return AdaptorValue(map, [as_iterator(tx, i) for i in its], fn)
 
 
 def _filter(tx, args, kwargs):
     fn, it = args
-    items = _iter_items(tx, it)
     if isinstance(fn, ConstantValue) and fn.value is None:
-        return IteratorValue([i for i in items if i.truth(tx)], filter)
-    return IteratorValue([i for i in items if fn.call(tx, [i], {}).truth(tx)], filter)
+        fn = None
+    return AdaptorValue(filter, [as_iterator(tx, it)], fn)
 
 
 def _sorted(tx, args, kwargs):

@@ -265,6 +265,54 @@ class DictIteratorValue(IteratorValue):
         return cg.new_object(self, f"{cg.ref(_advanced)}(iter({cg.expr(self.view)}), {self.index})")
 
 
+class AdaptorValue(IteratorValue):
+    """``zip`` / ``map`` / ``enumerate`` / ``filter`` as Python runs them: each item is
+    made when it is taken, from items pulled from the sources at that moment (so a loop
+    that stops early leaves the rest of a shared iterator or generator unconsumed, and
+    ``map``'s function runs once per item taken, in step with the loop body).  One that
+    escapes is the same adaptor over its sources, rebuilt as far as they were consumed."""
+
+    def __init__(self, kind: type, sources: list, fn=None, start: int = 0):
+        super().__init__([], kind)
+        self.sources, self.fn, self.start = sources, fn, start
+
+    def next(self, tx):
+        item = self._make(tx)
+        return None if item is None else self.took(item)
+
+    def _make(self, tx):
+        if self.kind is filter:
+            while (v := self.sources[0].next(tx)) is not None:
+                keep = v if self.fn is None else self.fn.call(tx, [v], {})
+                if keep.truth(tx):
+                    return v
+            return None
+        row = []
+        for src in self.sources:
+            v = src.next(tx)
+            if v is None:
+                return None
+            row.append(v)
+        if self.kind is map:
+            return self.fn.call(tx, row, {})
+        if self.kind is enumerate:
+            return TupleValue([const(self.start + len(self.items)), row[0]])
+        return TupleValue(row)
+
+    def contents(self):
+        return [*self.sources, *([self.fn] if self.fn is not None else [])]
+
+    def reconstruct(self, cg):
+        sources = [cg.expr(s) for s in self.sources]
+        if self.kind is enumerate:
+            args = [sources[0], repr(self.start + len(self.items))]
+        elif self.kind in (map, filter):
+            args = [cg.expr(self.fn) if self.fn is not None else "None", *sources]
+        else:
+            args = sources
+        return cg.new_object(self, f"{cg.ref(self.kind)}({', '.join(args)})")
+
+
 def _advanced(it, n: int):
     next(itertools.islice(it, n, n), None)
     return it
