@@ -382,9 +382,12 @@ def _chain_from_iterable(tx, args, kwargs):
 def _combinatoric(fn):
     def handler(tx, args, kwargs):
         pool = as_iterator(tx, args[0]).unpack(tx)
-        rest = [_number(a) if a is not None else None for a in args[1:]]
-        rest += [_number(kwargs[k]) for k in ("r",) if k in kwargs]
-        return IteratorValue([TupleValue(list(t)) for t in fn(pool, *rest)], fn)
+        rest = [_number(a) for a in args[1:]] + [_number(kwargs[k]) for k in ("r",) if k in kwargs]
+        try:
+            combos = list(fn(pool, *rest))
+        except (TypeError, ValueError) as e:     # a missing or negative r: eager raises the same
+            raise_python(type(e), *e.args)
+        return IteratorValue([TupleValue(list(t)) for t in combos], fn)
     return handler
 
 
@@ -413,6 +416,8 @@ def _islice(tx, args, kwargs):
         if item is None:
             break
         taken.append(item)
+        if len(taken) > _UNROLL_LIMIT:
+            raise Unsupported("itertools.islice() without a stop over an endless iterator")
     return IteratorValue(taken[slice(bounds.start, None, bounds.step)], itertools.islice)
 
 
