@@ -534,3 +534,30 @@ def test_operator_getters_escape_as_the_same_getters():
     assert (type(g), type(a), type(m)) == (operator.itemgetter, operator.attrgetter, operator.methodcaller)
     assert g([1, 2]) == (2, 1) and a(x) == x.shape
     torch.testing.assert_close(m(x), x.sum(0))
+
+
+class _Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a):
+        self.a = a
+        self.b = a * 2
+
+
+def _slotted(x):
+    s = _Slotted(x)
+    try:
+        s.c = 1                            # no __dict__: AttributeError, as in eager
+    except AttributeError:
+        s.b = s.b + 1
+    return s, s.a + s.b
+
+
+def test_slotted_class_made_in_the_frame():
+    kiln.reset()
+    counter = CompileCounter()
+    x = torch.randn(3)
+    got, want = kiln.compile(_slotted, backend=counter, fullgraph=True)(x), _slotted(x)
+    assert type(got[0]) is _Slotted and counter.frame_count == 1
+    for a, b in ((got[0].a, want[0].a), (got[0].b, want[0].b), (got[1], want[1])):
+        torch.testing.assert_close(a, b)

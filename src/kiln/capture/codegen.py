@@ -18,6 +18,7 @@ from ..exc import Unsupported
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
+from .values.objects import slot_names
 from .values.symbolic import SymNodeValue
 from .values.tensor import TensorValue
 
@@ -94,9 +95,12 @@ class Codegen:
         self._memo[key] = name
         cls = self.ref(obj.cls)
         self.lines.append(f"{name} = {cls}.__new__({cls})")
-        if obj.attrs:
+        if obj.attrs and not set(obj.attrs) & slot_names(obj.cls):
             items = ", ".join(f"{k!r}: {self.expr(v)}" for k, v in obj.attrs.items())
             self.lines.append(f"{name}.__dict__.update({{{items}}})")
+        else:   # some attributes live in __slots__: stored one by one, as object stores them
+            for k, v in obj.attrs.items():
+                self.lines.append(f"{self.ref(object.__setattr__)}({name}, {k!r}, {self.expr(v)})")
         return name
 
     def replayed_object(self, v) -> str:

@@ -13,7 +13,7 @@ from .attributes import attribute_store_modelled, bind_class_attr, custom_setatt
 from .base import AttributeMissing, Value, const, raise_python
 from .containers import BoundContainerMethod, DictValue
 from .functions import BoundMethodValue
-from .objects import DunderProtocol
+from .objects import DunderProtocol, instance_has_dict, slot_names
 
 
 class NewObjectValue(DunderProtocol, Value):
@@ -51,6 +51,8 @@ class NewObjectValue(DunderProtocol, Value):
     def generic_setattr(self, tx, name, value):
         tx.state.side_effects.check_local_write(self, f"attribute {name!r} of {self.describe()}")
         if not attribute_store_modelled(tx, self, self.cls, name, value):
+            if not instance_has_dict(self.cls) and name not in slot_names(self.cls):
+                raise_python(AttributeError, f"'{self.cls.__name__}' object has no attribute '{name}'")
             self.attrs[name] = value
 
     def delattr(self, tx, name):

@@ -286,7 +286,23 @@ class PythonModuleValue(ObjectValue):
 
 
 def is_plain_class(cls) -> bool:
-    """A user class Kiln can instantiate symbolically (no custom __new__, slots or metaclass)."""
+    """A user class Kiln can instantiate symbolically (no custom __new__ or metaclass;
+    its instances keep attributes in a ``__dict__`` or in ``__slots__``)."""
     return (isinstance(cls, type) and type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
-            and "__slots__" not in cls.__dict__ and not issubclass(cls, (torch.nn.Module, BaseException, torch.Tensor))
-            and all(inspect.getattr_static(k, "__dict__", None) is not None for k in cls.__mro__[:-1]))
+            and not issubclass(cls, (torch.nn.Module, BaseException, torch.Tensor))
+            and all(inspect.getattr_static(k, "__dict__", None) is not None or "__slots__" in vars(k)
+                    for k in cls.__mro__[:-1]))
+
+
+def instance_has_dict(cls) -> bool:
+    """Whether instances of ``cls`` have a ``__dict__`` (a class without ``__slots__``
+    somewhere in the MRO gives them one)."""
+    return any("__slots__" not in vars(k) or "__dict__" in vars(k).get("__slots__", ()) for k in cls.__mro__[:-1])
+
+
+def slot_names(cls) -> set:
+    names = set()
+    for k in cls.__mro__[:-1]:
+        slots = vars(k).get("__slots__", ())
+        names.update([slots] if isinstance(slots, str) else slots)
+    return names
