@@ -561,3 +561,23 @@ def test_slotted_class_made_in_the_frame():
     assert type(got[0]) is _Slotted and counter.frame_count == 1
     for a, b in ((got[0].a, want[0].a), (got[0].b, want[0].b), (got[1], want[1])):
         torch.testing.assert_close(a, b)
+
+
+def dq_input(d, x):
+    d.append(x * 2)                      # full: the oldest item leaves, in the caller's deque too
+    return d[0] + d[-1], len(d), d.maxlen
+
+
+def test_deque_from_outside_is_updated_in_place():
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(dq_input, backend=counter, fullgraph=True)
+    for _ in range(2):
+        items, x = [torch.randn(2), torch.randn(2)], torch.randn(2)
+        eager_d, compiled_d = collections.deque(items, maxlen=2), collections.deque(items, maxlen=2)
+        want, got = dq_input(eager_d, x), compiled(compiled_d, x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:] and compiled_d.maxlen == 2 and len(compiled_d) == 2
+        for a, b in zip(compiled_d, eager_d):
+            torch.testing.assert_close(a, b)
+    assert counter.frame_count == 1

@@ -234,7 +234,9 @@ class Codegen:
                     writes.append(f"next({self.ref(itertools.islice)}({target}, {consumed}, {consumed}), None)")
                 continue
             contents = hold(container.rebuild_contents(self))
-            if isinstance(container.items, list):
+            if hasattr(container, "write_back"):
+                writes += container.write_back(target, contents)
+            elif isinstance(container.items, list):
                 writes.append(f"{target}[:] = {contents}")
             else:
                 writes += [f"{target}.clear()", f"{target}.update({contents})"]

@@ -23,6 +23,7 @@ from .builtins import BUILTINS
 from .callables import wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
 from .container_subclasses import container_base, subclass_instance
 from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
+from .deques import DequeValue
 from .contexts import wrap_grad_mode_exit
 from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, CachedFunctionValue, PartialValue, UserFunctionValue
@@ -95,6 +96,12 @@ def wrap(tx, obj, source) -> Value:
         return state.remember(obj, v)
     if t in (dict, collections.OrderedDict, collections.defaultdict):
         return _wrap_dict(tx, obj, source)
+    if t is collections.deque and source is not None:
+        guards.length(source, obj)
+        guards.constant(AttrSource(source, "maxlen"), obj.maxlen)
+        v = DequeValue([wrap(tx, x, ItemSource(source, i)) for i, x in enumerate(obj)], obj.maxlen, source)
+        v.real = obj
+        return state.remember(obj, v)
     if t in (set, frozenset):
         if not all(type(k) in _LITERALS for k in obj):
             raise Unsupported("sets of non-constant items read from outside the frame")

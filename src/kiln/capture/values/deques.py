@@ -3,7 +3,8 @@
 A deque is a list with two open ends and an optional ``maxlen``: it is held as a
 ListValue whose methods follow deque's rules (appending to a full deque drops an item
 from the other end; no slicing), and escapes as a real deque with the same items and
-``maxlen``.  Deques from outside the frame stay opaque objects (their calls break).
+``maxlen``.  A deque read from outside the frame is guarded by length and ``maxlen``
+like a list, and written back in place (``clear`` + ``extend``) when the trace changed it.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from .containers import ListValue
 
 
 class DequeValue(ListValue):
-    def __init__(self, items, maxlen: int | None):
-        super().__init__(items)
+    def __init__(self, items, maxlen: int | None, source=None):
+        super().__init__(items, source)
         self.maxlen = maxlen
         self._trim(left=True)
 
@@ -86,7 +87,13 @@ class DequeValue(ListValue):
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.source_expr(self.source)   # its contents are written back in place
         return cg.new_object(self, f"{cg.ref(collections.deque)}({self.rebuild_contents(cg)}, {self.maxlen!r})")
+
+    def write_back(self, target: str, contents: str) -> list[str]:
+        """The glue's in-place update of the real deque (no slice assignment on deques)."""
+        return [f"{target}.clear()", f"{target}.extend({contents})"]
 
 
 def _deque(tx, args, kwargs):
