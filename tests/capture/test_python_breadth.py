@@ -581,3 +581,42 @@ def test_deque_from_outside_is_updated_in_place():
         for a, b in zip(compiled_d, eager_d):
             torch.testing.assert_close(a, b)
     assert counter.frame_count == 1
+
+
+class _Tagged:
+    def __new__(cls, *args):
+        obj = super().__new__(cls)
+        obj.tag = "made"
+        return obj
+
+    def __init__(self, a):
+        self.a = a
+
+
+class _Once:
+    instance = None
+
+    def __new__(cls):
+        if cls.instance is None:
+            cls.instance = super().__new__(cls)
+        return cls.instance
+
+
+def _own_new(x):
+    t = _Tagged(x)
+    return t.tag, t.a + 1, _Once() is _Once(), type(t)
+
+
+def test_class_with_a_python_new_made_in_the_frame():
+    kiln.reset()
+    _Once.instance = None
+    counter = CompileCounter()
+    compiled = kiln.compile(_own_new, backend=counter, fullgraph=True)
+    x = torch.randn(3)
+    got = compiled(x)
+    made = _Once.instance
+    _Once.instance = None
+    want = _own_new(x)
+    assert got[0] == want[0] and got[2:] == want[2:] and isinstance(made, _Once)
+    torch.testing.assert_close(got[1], want[1])
+    assert compiled(x)[2] is True and _Once.instance is not None

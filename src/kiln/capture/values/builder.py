@@ -437,12 +437,18 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
             return wrap(tx, cls(*real_args, **real_kwargs), None)
         except Exception as e:
             raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}: {e}") from e
-    if is_plain_class(cls):
-        obj = NewObjectValue(cls)
-        tx.state.side_effects.track_new(obj)
+    if is_plain_class(cls, python_new=True):
+        if cls.__new__ is not object.__new__:
+            # type.__call__: the class's own __new__ (traced), then __init__ if it made a cls
+            obj = wrap(tx, cls.__new__, None).call(tx, [cls_value, *args], kwargs)
+            if not issubclass(obj.python_type(), cls):
+                return obj
+        else:
+            obj = NewObjectValue(cls)
+            tx.state.side_effects.track_new(obj)
         init = cls.__init__
         if init is object.__init__:
-            if args or kwargs:
+            if (args or kwargs) and cls.__new__ is object.__new__:
                 raise Unsupported(f"{cls.__name__}() takes no arguments")
         else:
             wrap(tx, init, None).call(tx, [obj, *args], kwargs)

@@ -394,7 +394,7 @@ def _str(tx, args, kwargs):
 
 def _object_new(tx, args, kwargs):
     cls = real_classes(tx, args[0])
-    if not is_plain_class(cls):
+    if not is_plain_class(cls, python_new=True):
         raise Unsupported(f"object.__new__({cls.__name__})")
     obj = NewObjectValue(cls)
     tx.state.side_effects.track_new(obj)

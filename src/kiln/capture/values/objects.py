@@ -285,10 +285,13 @@ class PythonModuleValue(ObjectValue):
         return tx.wrap(value, src)
 
 
-def is_plain_class(cls) -> bool:
-    """A user class Kiln can instantiate symbolically (no custom __new__ or metaclass;
-    its instances keep attributes in a ``__dict__`` or in ``__slots__``)."""
-    return (isinstance(cls, type) and type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
+def is_plain_class(cls, python_new: bool = False) -> bool:
+    """A user class Kiln can instantiate symbolically (no metaclass; its instances keep
+    attributes in a ``__dict__`` or in ``__slots__``; no ``__new__`` of its own, or with
+    ``python_new`` one written in Python, which is traced)."""
+    new = inspect.getattr_static(cls, "__new__", None) if isinstance(cls, type) else None
+    own_new = python_new and isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType)
+    return (isinstance(cls, type) and type(cls) in (type, abc.ABCMeta) and (cls.__new__ is object.__new__ or own_new)
             and not issubclass(cls, (torch.nn.Module, BaseException, torch.Tensor))
             and all(inspect.getattr_static(k, "__dict__", None) is not None or "__slots__" in vars(k)
                     for k in cls.__mro__[:-1]))
