@@ -1,18 +1,21 @@
-"""Iterators: ``IteratorValue`` (the unrolled loop's iterator), lazy iterators, the
-``itertools`` constructors and Python's pull-one-at-a-time iteration, on Values.
+"""Iterators on Values: ``IteratorValue`` (the unrolled loop's iterator), iterators that
+read their container live (lists, dicts), the lazy adaptors (``zip``, ``map``,
+``enumerate``, ``filter``), endless iterators, real iterators carried in from outside
+the frame, and the ``itertools`` constructors.
 
-Iterators over known items are unrolled like the rest of Kiln's loops: each
-constructor computes its items from its inputs' items when it is called.  Two rules
-keep that exact:
+Loops over them are unrolled like the rest of Kiln's loops.  Three rules keep that exact:
 
-* **Pull, don't list.**  ``zip``, ``islice`` and friends take items one at a time
-  (``IteratorValue.next``), so an infinite source (``count()``, ``repeat(x)``) or a
-  generator is consumed exactly as far as Python would consume it, and items pulled
-  from an earlier argument of ``zip`` before a later one ran out are gone, as in eager.
+* **Pull, don't list.**  Items are taken one at a time (``IteratorValue.next``), so an
+  endless source (``count()``, ``repeat(x)``), a generator or a shared iterator is
+  consumed exactly as far as Python would consume it, and an adaptor's function runs
+  once per item taken, in step with the loop body.
+* **Read containers live.**  An iterator over a list or dict sees what the loop body
+  changes, as CPython's does (a dict that changes size raises ``RuntimeError``).
 * **Escaping keeps the type.**  An iterator that leaves the frame is rebuilt as the
-  type eager would have made (``itertools.chain``, ``compress``, ...) over the items
-  the trace computed (``REBUILDERS``); kinds that cannot be rebuilt from their items
-  (``combinations``, ``permutations``, ``product``) escape as plain iterators.
+  type eager would have made: an adaptor over its rebuilt sources, a list or dict
+  iterator over the rebuilt container advanced as far, an ``itertools`` kind over the
+  items the trace computed (``REBUILDERS``); kinds that cannot be rebuilt from their
+  items (``combinations``, ``permutations``, ``product``) escape as plain iterators.
 """
 from __future__ import annotations
 
@@ -21,8 +24,8 @@ import itertools
 import operator
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const, raise_python
 from ..sources import CallSource, ItemSource
+from .base import ConstantValue, Value, const, raise_python
 from .containers import DictValue, DictViewValue, ListValue, TupleValue
 
 _UNROLL_LIMIT = 100_000   # items an unrolled loop may take from an endless iterator
