@@ -158,6 +158,14 @@ def _compile_callable(fn, compiler: Compiler, fullgraph):
     if isinstance(fn, functools.partial):
         inner = _compile_callable(fn.func, compiler, fullgraph)
         return functools.partial(inner, *fn.args, **fn.keywords)
+    if isinstance(fn, functools._lru_cache_wrapper):
+        # the C wrapper calls the Python function it holds, never a compiled one: put a
+        # cache of the same kind in front of the compiled function instead, so hits return
+        # the cached object as eager does and the compiled code runs on misses (the new
+        # cache is this compiled function's own)
+        params = fn.cache_parameters()
+        inner = _compile_callable(fn.__wrapped__, compiler, fullgraph)
+        return functools.lru_cache(maxsize=params["maxsize"], typed=params["typed"])(inner)
     if not callable(fn):
         raise TypeError(f"kiln.compile expects a function, method or nn.Module, got {type(fn).__name__}")
     call = getattr(type(fn), "__call__", None)

@@ -62,9 +62,12 @@ def test_generator_is_deterministic_and_varied():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open bug classes (see KNOWN and tests/fuzz/findings/README.md) "
-                   "diverge on these seeds; remove once a campaign is clean")
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", [
+    "eager",
+    pytest.param("aot_eager", marks=pytest.mark.xfail(
+        strict=True, reason="open aot_eager bug classes (see KNOWN): AOT_PRINT_GRAD_FN and others diverge "
+                            "on these seeds; remove once a campaign is clean")),
+])
 def test_more_programs(backend):
     """600 more programs per backend (seeds 1000..1599); lists every divergence."""
     bad = []

@@ -8,6 +8,7 @@ It is emitted as source text (printable with ``KILN_LOGS=code``), compiled with
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import types
 
@@ -17,6 +18,7 @@ from ..exc import Unsupported
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
+from .values.objects import slot_names
 from .values.symbolic import SymNodeValue
 from .values.tensor import TensorValue
 
@@ -93,9 +95,12 @@ class Codegen:
         self._memo[key] = name
         cls = self.ref(obj.cls)
         self.lines.append(f"{name} = {cls}.__new__({cls})")
-        if obj.attrs:
+        if obj.attrs and not set(obj.attrs) & slot_names(obj.cls):
             items = ", ".join(f"{k!r}: {self.expr(v)}" for k, v in obj.attrs.items())
             self.lines.append(f"{name}.__dict__.update({{{items}}})")
+        else:   # some attributes live in __slots__: stored one by one, as object stores them
+            for k, v in obj.attrs.items():
+                self.lines.append(f"{self.ref(object.__setattr__)}({name}, {k!r}, {self.expr(v)})")
         return name
 
     def replayed_object(self, v) -> str:
@@ -107,6 +112,9 @@ class Codegen:
         name = self._temp()
         self._memo[key] = name
         self.lines.append(f"{name} = {text}")
+        for kind, key, value in v.writes:
+            target = f"{self.ref(setattr)}({name}, {key!r}, " if kind == "attr" else f"{name}.__setitem__({key!r}, "
+            self.lines.append(f"{target}{self.expr(value)})")
         return name
 
     def cell(self, cell) -> str:
@@ -219,8 +227,16 @@ class Codegen:
 
         for container in se.mutated_containers.values():
             target = hold(self.source_expr(container.source))
+            consumed = getattr(container, "consumed", None)
+            if consumed is not None:
+                # an iterator from outside the frame: advanced by the items the trace took
+                if consumed:
+                    writes.append(f"next({self.ref(itertools.islice)}({target}, {consumed}, {consumed}), None)")
+                continue
             contents = hold(container.rebuild_contents(self))
-            if isinstance(container.items, list):
+            if hasattr(container, "write_back"):
+                writes += container.write_back(target, contents)
+            elif isinstance(container.items, list):
                 writes.append(f"{target}[:] = {contents}")
             else:
                 writes += [f"{target}.clear()", f"{target}.update({contents})"]

@@ -59,6 +59,7 @@ class SymbolicInput:
     source: Any          # Kiln's source of the input
     example: Any         # its fake tensor or SymInt
     marked: tuple = ()   # dimensions the user marked dynamic (must stay symbolic)
+    symbolic: frozenset = frozenset()   # its size/stride expressions that were symbols when made
 
 
 class GraphBuilder:
@@ -97,9 +98,17 @@ class GraphBuilder:
             return []
         examples = [s.example for s in self.symbolic_inputs]
         names = [ShapeSource(i) for i in range(len(examples))]
-        python, verbose = self.shape_env.produce_guards_verbose(examples, names, source_ref=lambda src: src.name)
+        # ignore_static=False: a dimension made symbolic and then specialised by the trace
+        # (``int(x.shape[0])``) is a number by now, and only this equality keeps it checked;
+        # equalities on dimensions that were static from the start are the tensor guard's
+        python, verbose = self.shape_env.produce_guards_verbose(examples, names, source_ref=lambda src: src.name,
+                                                                ignore_static=False)
+        symbolic = frozenset().union(*(s.symbolic for s in self.symbolic_inputs))
         out = []
         for check, text in zip(python.exprs, verbose.exprs):
+            fixed = re.fullmatch(r"(\{s\d+\}\.(?:size|stride|storage_offset)\(\)(?:\[\d+\])?) == -?\d+", check)
+            if fixed and fixed.group(1) not in symbolic:
+                continue
             order = list(dict.fromkeys(int(m) for m in re.findall(r"\{s(\d+)\}", check)))
             if not order:
                 continue
@@ -166,7 +175,12 @@ class GraphBuilder:
                 if isinstance(size, torch.SymInt) and (low is not None or high is not None):
                     self.shape_env.constrain_symbol_range(size.node.expr, compiler_min=low, compiler_max=high)
             if any(isinstance(s, torch.SymInt) for s in fake.shape):
-                self.symbolic_inputs.append(SymbolicInput(source, fake, tuple(marked or ())))
+                k = len(self.symbolic_inputs)
+                made = [(f"size()[{i}]", d) for i, d in enumerate(fake.shape)] + \
+                       [(f"stride()[{i}]", d) for i, d in enumerate(fake.stride())] + \
+                       [("storage_offset()", fake.storage_offset())]
+                symbolic = frozenset(f"{{s{k}}}.{what}" for what, d in made if isinstance(d, torch.SymInt))
+                self.symbolic_inputs.append(SymbolicInput(source, fake, tuple(marked or ()), symbolic))
         else:
             fake = self.fake_mode.from_tensor(real, static_shapes=True)
         node.meta["example_value"] = fake

@@ -201,6 +201,9 @@ class Tracer:
     def wrap_traced_object(self, real) -> Value:
         return builder.wrap_traced_object(self, real)
 
+    def lower_to_real(self, value: Value) -> object:
+        return builder.lower_to_real(self, value)
+
     def construct(self, cls_value, args: list, kwargs: dict) -> Value:
         return builder.construct(self, cls_value, args, kwargs)
 

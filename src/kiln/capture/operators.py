@@ -6,7 +6,7 @@ import operator
 
 from ..exc import Unsupported
 from .values.base import ConstantValue, Value, const, raise_python
-from .values.containers import DictValue, ListValue, SequenceValue, SetValue, TupleValue
+from .values.containers import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of
 from .values.new_objects import NewObjectValue
 from .values.objects import ObjectValue
 from .values.symbolic import SymNodeValue
@@ -158,6 +158,11 @@ def _sequence_op(tx, fn, a, b):
             return (ListValue if isinstance(b, ListValue) else TupleValue)(b.items * a.value)
     if fn is operator.or_ and isinstance(a, DictValue) and isinstance(b, DictValue):
         return DictValue({**a.items, **b.items}, key_values={**a.key_values, **b.key_values})
+    if fn in (operator.or_, operator.and_, operator.sub, operator.xor) and \
+            (isinstance(a, DictViewValue) or isinstance(b, DictViewValue)):
+        # a keys / items view acts as a set and the result is a plain set, either side
+        a = a.as_set(tx) if isinstance(a, DictViewValue) else SetValue({key_of(v): v for v in a.unpack(tx)})
+        b = b.as_set(tx) if isinstance(b, DictViewValue) else SetValue({key_of(v): v for v in b.unpack(tx)})
     if fn in (operator.or_, operator.and_, operator.sub, operator.xor) and isinstance(a, SetValue) \
             and isinstance(b, SetValue):
         keys = fn(set(a.items), set(b.items))

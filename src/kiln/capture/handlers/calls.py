@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue, NullValue, const
-from ..values.containers import DictValue, IteratorValue, TupleValue
+from ..values.containers import DictValue, TupleValue
+from ..values.iterators import IteratorValue
 from ..values.functions import NestedFunctionValue
 
 
@@ -87,7 +88,7 @@ def send(tx, ins):
     it = tx.stack[-1]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"yield from {it.describe()}")
-    item = it.next()
+    item = it.next(tx)
     if item is None:
         tx.pop()
         tx.push(getattr(it, "return_value", None) or const(None))

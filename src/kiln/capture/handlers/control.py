@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from ..values.base import ConstantValue
-from ..values.containers import IteratorValue
+from ..values.iterators import IteratorValue, as_iterator
 
 
 def jump(tx, ins):
@@ -41,15 +41,14 @@ def _jump_if_or_pop(truth: bool):
 
 
 def get_iter(tx, ins):
-    v = tx.pop()
-    tx.push(v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(tx)))
+    tx.push(as_iterator(tx, tx.pop()))
 
 
 def for_iter(tx, ins):
     it = tx.stack[-1]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"for-loop over {it.describe()}")
-    item = it.next()
+    item = it.next(tx)
     if item is None:
         tx.pop()
         tx.jump(ins)

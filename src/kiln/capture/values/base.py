@@ -34,6 +34,10 @@ class Tracer(Protocol):
     def wrap_traced_object(self, real) -> "Value":
         """A structure holding fakes (from a replayed constructor) mapped back to Values."""
 
+    def lower_to_real(self, value: "Value") -> object:
+        """The real object, fake tensor or stand-in a Value is when stored into an object
+        built on fakes (a dataclass made in the frame): ``wrap_traced_object`` maps it back."""
+
     def construct(self, cls_value, args: list, kwargs: dict) -> "Value":
         """``cls(*args, **kwargs)`` for a class read while tracing."""
 

@@ -21,10 +21,13 @@ from ..sources import AttrSource, ConstSource, DictValuesSource, ItemSource, Loc
 from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
+from .container_subclasses import container_base, subclass_instance
 from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
+from .deques import DequeValue
 from .contexts import wrap_grad_mode_exit
 from .exceptions import ExceptionValue
-from .functions import BoundMethodValue, PartialValue, UserFunctionValue
+from .functions import BoundMethodValue, CachedFunctionValue, PartialValue, UserFunctionValue
+from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue, remaining_items
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
 from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
                          is_module_container)
@@ -93,6 +96,12 @@ def wrap(tx, obj, source) -> Value:
         return state.remember(obj, v)
     if t in (dict, collections.OrderedDict, collections.defaultdict):
         return _wrap_dict(tx, obj, source)
+    if t is collections.deque and source is not None:
+        guards.length(source, obj)
+        guards.constant(AttrSource(source, "maxlen"), obj.maxlen)
+        v = DequeValue([wrap(tx, x, ItemSource(source, i)) for i, x in enumerate(obj)], obj.maxlen, source)
+        v.real = obj
+        return state.remember(obj, v)
     if t in (set, frozenset):
         if not all(type(k) in _LITERALS for k in obj):
             raise Unsupported("sets of non-constant items read from outside the frame")
@@ -110,6 +119,10 @@ def wrap(tx, obj, source) -> Value:
         return state.remember(obj, ModuleValue(obj, source))
     if isinstance(obj, types.FunctionType):
         return _wrap_function(tx, obj, source)
+    if isinstance(obj, functools._lru_cache_wrapper):
+        if guards is not None:
+            guards.identity(source, obj, "function")
+        return state.remember(obj, CachedFunctionValue(obj, source))
     if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor) \
             and hasattr(torch.Tensor, obj.__name__):
         # ``x.add`` handed over a graph break: a new object on every call; traced as the
@@ -152,6 +165,11 @@ def wrap(tx, obj, source) -> Value:
         func = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
         self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
         return BoundMethodValue(func, self_v, source)
+    if t in CARRIED_ITERATOR_TYPES and source is not None:
+        rest = remaining_items(obj)
+        if rest is not None:
+            guards.type_is(source, obj)
+            return state.remember(obj, CarriedIteratorValue(obj, source, rest))
     special = wrap_special_object(tx, obj, source)
     if special is not None:
         return special
@@ -398,6 +416,9 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
         tx.state.replayed[id(instance)] = v
         tx.state.keepalive.append(instance)
         return v
+    base = container_base(cls)
+    if base is not None:
+        return subclass_instance(BUILTINS[base](tx, list(args), dict(kwargs)), cls)
     if cls in (collections.OrderedDict, collections.defaultdict):
         return _construct_dict(tx, cls, list(args), kwargs)
     if cls is functools.partial:
@@ -416,12 +437,18 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
             return wrap(tx, cls(*real_args, **real_kwargs), None)
         except Exception as e:
             raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}: {e}") from e
-    if is_plain_class(cls):
-        obj = NewObjectValue(cls)
-        tx.state.side_effects.track_new(obj)
+    if is_plain_class(cls, python_new=True):
+        if cls.__new__ is not object.__new__:
+            # type.__call__: the class's own __new__ (traced), then __init__ if it made a cls
+            obj = wrap(tx, cls.__new__, None).call(tx, [cls_value, *args], kwargs)
+            if not issubclass(obj.python_type(), cls):
+                return obj
+        else:
+            obj = NewObjectValue(cls)
+            tx.state.side_effects.track_new(obj)
         init = cls.__init__
         if init is object.__init__:
-            if args or kwargs:
+            if (args or kwargs) and cls.__new__ is object.__new__:
                 raise Unsupported(f"{cls.__name__}() takes no arguments")
         else:
             wrap(tx, init, None).call(tx, [obj, *args], kwargs)

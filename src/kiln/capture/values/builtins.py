@@ -6,8 +6,8 @@ unroll over containers and hand tensor work to the graph.
 from __future__ import annotations
 
 import builtins as _b
+import collections
 import functools
-import itertools
 import math
 import operator
 
@@ -15,12 +15,16 @@ import torch
 
 from ...exc import Unsupported
 from .base import AttributeMissing, ConstantValue, Value, const, raise_python
-from .containers import DictValue, IteratorValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from .deques import DEQUES
+from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator
+from .operator_objects import OPERATOR_OBJECTS
 from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
 from .new_objects import NewObjectValue
 from .nn_modules import ModuleValue
 from .objects import ClassValue, is_plain_class
 from .super_value import make_super
+from .symbolic import SymNodeValue
 from .tensor import TensorValue, graph_call
 
 
@@ -147,16 +151,17 @@ def _range(tx, args, kwargs):
 
 def _enumerate(tx, args, kwargs):
     start = (args[1] if len(args) > 1 else kwargs.get("start", const(0))).as_constant()
-    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(_iter_items(tx, args[0]))],
-                         enumerate)
+    return AdaptorValue(enumerate, [as_iterator(tx, args[0])], start=start)
 
 
 def _zip(tx, args, kwargs):
     strict = kwargs.get("strict", const(False)).as_constant()
-    lists = [_iter_items(tx, a) for a in args]
-    if strict and len({len(x) for x in lists}) > 1:
-        raise Unsupported("zip(strict=True) with different lengths")
-    return IteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
+    if strict:
+        lists = [_iter_items(tx, a) for a in args]
+        if len({len(x) for x in lists}) > 1:
+            raise Unsupported("zip(strict=True) with different lengths")
+        return IteratorValue([TupleValue(list(t)) for t in zip(*lists)], zip)
+    return AdaptorValue(zip, [as_iterator(tx, a) for a in args])
 
 
 def _reversed(tx, args, kwargs):
@@ -170,16 +175,14 @@ def _reversed(tx, args, kwargs):
 def _iter(tx, args, kwargs):
     if len(args) != 1:
         raise Unsupported("iter() with a sentinel")
-    if isinstance(args[0], IteratorValue):
-        return args[0]
-    return IteratorValue(_iter_items(tx, args[0]))
+    return as_iterator(tx, args[0])
 
 
 def _next(tx, args, kwargs):
     it = args[0]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"next() on {it.describe()}")
-    v = it.next()
+    v = it.next(tx)
     if v is None:
         if len(args) > 1:
             return args[1]
@@ -224,21 +227,39 @@ def _frozenset(tx, args, kwargs):
 
 
 def _minmax(fn):
+    """``max``/``min`` as CPython runs them: the first item that no later item beats with
+    ``>`` (``<`` for min), comparing ``key(item)`` when a key is given.  Ints of which
+    some are symbolic sizes stay symbolic (``torch.sym_max``: no guard); anything else is
+    compared in Python, so a symbolic comparison is decided (and guarded) by the ShapeEnv."""
+    beats = operator.gt if fn is max else operator.lt
+    sym_fn = torch.sym_max if fn is max else torch.sym_min
+
     def handler(tx, args, kwargs):
-        items = _iter_items(tx, args[0]) if len(args) == 1 else args
-        if kwargs.get("key") is not None:
-            key = kwargs.pop("key")
-            keys = [key.call(tx, [i], {}).as_constant() for i in items]
-            idx = fn(range(len(items)), key=lambda i: keys[i])
-            return items[idx]
-        if len(items) == 1:
-            return items[0]       # nothing to compare
-        if any(isinstance(i, TensorValue) for i in items):
+        key, default = kwargs.pop("key", None), kwargs.pop("default", None)
+        if kwargs or (default is not None and len(args) != 1):
+            raise_python(TypeError, f"{fn.__name__}() got an unexpected keyword argument")
+        if key is not None and isinstance(key, ConstantValue) and key.value is None:
+            key = None
+        items = _iter_items(tx, args[0]) if len(args) == 1 else list(args)
+        if not items:
+            if default is not None:
+                return default
+            raise_python(ValueError, f"{fn.__name__}() arg is an empty sequence")
+        if key is None and len(items) > 1 and any(isinstance(i, SymNodeValue) for i in items) \
+                and all(i.python_type() is int for i in items):
+            best = items[0]
+            for i in items[1:]:
+                best = graph_call(tx, "call_function", sym_fn, [best, i], {})
+            return best
+        if key is None and any(isinstance(i, TensorValue) for i in items) and len(items) > 1:
             # Python compares with `>` / `<` and branches on the result: not torch.maximum
             raise Unsupported(f"{fn.__name__}() over tensors compares their values (data-dependent)")
-        if not items and "default" in kwargs:
-            return kwargs["default"]
-        return const(fn(_consts(items)))
+        keys = [key.call(tx, [i], {}) for i in items] if key is not None else items
+        best = 0
+        for i in range(1, len(items)):
+            if tx.apply_operator(beats, keys[i], keys[best]).truth(tx):
+                best = i
+        return items[best]
     return handler
 
 
@@ -298,16 +319,14 @@ def _callable(tx, args, kwargs):
 
 def _map(tx, args, kwargs):
     fn, *its = args
-    lists = [_iter_items(tx, i) for i in its]
-    return IteratorValue([fn.call(tx, list(group), {}) for group in zip(*lists)], map)
+    return AdaptorValue(map, [as_iterator(tx, i) for i in its], fn)
 
 
 def _filter(tx, args, kwargs):
     fn, it = args
-    items = _iter_items(tx, it)
     if isinstance(fn, ConstantValue) and fn.value is None:
-        return IteratorValue([i for i in items if i.truth(tx)], filter)
-    return IteratorValue([i for i in items if fn.call(tx, [i], {}).truth(tx)], filter)
+        fn = None
+    return AdaptorValue(filter, [as_iterator(tx, it)], fn)
 
 
 def _sorted(tx, args, kwargs):
@@ -375,7 +394,7 @@ def _str(tx, args, kwargs):
 
 def _object_new(tx, args, kwargs):
     cls = real_classes(tx, args[0])
-    if not is_plain_class(cls):
+    if not is_plain_class(cls, python_new=True):
         raise Unsupported(f"object.__new__({cls.__name__})")
     obj = NewObjectValue(cls)
     tx.state.side_effects.track_new(obj)
@@ -406,10 +425,6 @@ def _not(tx, args, kwargs):
     return const(not args[0].truth(tx))
 
 
-def _attrgetter_call(tx, args, kwargs):
-    raise Unsupported("operator.attrgetter objects")
-
-
 def _math_fn(fn):
     def handler(tx, args, kwargs):
         if any(isinstance(a, TensorValue) for a in args):
@@ -417,37 +432,6 @@ def _math_fn(fn):
             raise Unsupported(f"math.{fn.__name__} of a tensor needs its data")
         return _fold(fn)(tx, args, kwargs)
     return handler
-
-
-def _chain(tx, args, kwargs):
-    return IteratorValue([i for a in args for i in _iter_items(tx, a)])
-
-
-def _product(tx, args, kwargs):
-    lists = [_iter_items(tx, a) for a in args]
-    return IteratorValue([TupleValue(list(t)) for t in itertools.product(*lists)])
-
-
-def _islice(tx, args, kwargs):
-    """``islice(it, [start,] stop[, step])``.  An iterator source gives up exactly the
-    items the slice would pull from it, taken now rather than lazily."""
-    if kwargs or not 2 <= len(args) <= 4:
-        raise Unsupported("itertools.islice() with these arguments")
-    bounds = slice(*_consts(args[1:]))
-    src = args[0]
-    if isinstance(src, IteratorValue):
-        taken = []
-        while bounds.stop is None or len(taken) < bounds.stop:
-            item = src.next()
-            if item is None:
-                break
-            taken.append(item)
-        return IteratorValue(taken[slice(bounds.start, None, bounds.step)])
-    return IteratorValue(_iter_items(tx, src)[bounds])
-
-
-def _accumulate_not_supported(tx, args, kwargs):
-    raise Unsupported("itertools function not supported")
 
 
 def _reduce(tx, args, kwargs):
@@ -473,8 +457,31 @@ BUILTINS: dict = {
     operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _operator(operator.is_),
     operator.contains: _operator(operator.contains), operator.truth: _truth, operator.not_: _not,
     operator.index: _fold(operator.index),
-    itertools.chain: _chain, itertools.product: _product, itertools.islice: _islice, functools.reduce: _reduce,
+    functools.reduce: _reduce,
 }
+BUILTINS.update(ITERTOOLS)
+BUILTINS.update(OPERATOR_OBJECTS)
+BUILTINS.update(DEQUES)
+
+
+def _fromkeys(cls):
+    """``dict.fromkeys(iterable, value=None)`` and the same classmethod of OrderedDict /
+    defaultdict (whose default_factory is then None): every key maps to the one value."""
+    def handler(tx, args, kwargs):
+        if not 1 <= len(args) <= 2 or kwargs:
+            raise_python(TypeError, f"fromkeys expected 1 or 2 arguments, got {len(args)}")
+        value = args[1] if len(args) > 1 else const(None)
+        d = DictValue({}, cls=cls)
+        for k in _iter_items(tx, args[0]):
+            d.items[key_of(k)] = value
+            if not isinstance(k, ConstantValue):
+                d.key_values[key_of(k)] = k
+        return d
+    return handler
+
+
+for _cls in (dict, collections.OrderedDict, collections.defaultdict):
+    BUILTINS[_cls.fromkeys] = _fromkeys(_cls)
 for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
             operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
             operator.rshift, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,

@@ -6,7 +6,9 @@ mutated, the glue writes its new contents back after the graph runs.
 """
 from __future__ import annotations
 
+import collections
 import operator
+import types
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const, raise_python
@@ -140,7 +142,33 @@ class NamedTupleValue(TupleValue):
             return self.items[list(fields).index(name)]
         if name == "_fields" and hasattr(self.cls, "_fields"):
             return const(self.cls._fields)
+        raw = self._class_attr(name)
+        if isinstance(raw, property):
+            return tx.wrap(raw.fget, None).call(tx, [self], {})
         return super().getattr(tx, name)
+
+    def _class_attr(self, name):
+        """What the namedtuple's class (a user subclass with methods, or the generated
+        class) defines for ``name``, found the way Python's lookup finds it."""
+        for klass in self.cls.__mro__:
+            if name in vars(klass):
+                return vars(klass)[name]
+        return None
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = getattr(self.cls, "_fields", None)
+        if fields is not None and name == "_replace" and not args:
+            unknown = set(kwargs) - set(fields)
+            if unknown:
+                raise_python(ValueError, f"Got unexpected field names: {sorted(unknown)!r}")
+            return NamedTupleValue([kwargs.get(f, item) for f, item in zip(fields, self.items)], self.cls)
+        if fields is not None and name == "_asdict" and not args and not kwargs:
+            return DictValue(dict(zip(fields, self.items)))
+        raw = self._class_attr(name)
+        if isinstance(raw, types.FunctionType) and raw.__module__ != "collections":
+            # a method of a user subclass: traced like any method, with the tuple as self
+            return tx.wrap(raw, None).call(tx, [self, *args], kwargs)
+        return super().call_method(tx, name, args, kwargs)
 
     def getitem(self, tx, key):
         result = super().getitem(tx, key)
@@ -311,12 +339,8 @@ class DictValue(Value):
             if name == "__contains__":
                 return const(k in self.items)
             return self.items[k] if k in self.items else (args[1] if len(args) > 1 else const(None))
-        if name == "keys":
-            return TupleValue([self._key_value(k) for k in self.items])
-        if name == "values":
-            return TupleValue(list(self.items.values()))
-        if name == "items":
-            return TupleValue([TupleValue([self._key_value(k), v]) for k, v in self.items.items()])
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            return DictViewValue(self, name)
         if name == "__setitem__":
             self.setitem(tx, args[0], args[1])
             return const(None)
@@ -369,12 +393,75 @@ class DictValue(Value):
         lit = self._literal(cg)
         if self.cls is dict:
             return cg.new_object(self, lit)
-        if self.default_factory is not None:
-            return cg.new_object(self, f"{cg.ref(self.cls)}({cg.expr(self.default_factory)}, {lit})")
+        if self.default_factory is not None or issubclass(self.cls, collections.defaultdict):
+            factory = cg.expr(self.default_factory) if self.default_factory is not None else "None"
+            return cg.new_object(self, f"{cg.ref(self.cls)}({factory}, {lit})")
         return cg.new_object(self, f"{cg.ref(self.cls)}({lit})")
 
     def rebuild_contents(self, cg) -> str:
         return self._literal(cg)
+
+
+class DictViewValue(Value):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view, so it shows the dict's
+    contents when it is used, not when it was made (as Python's views do)."""
+
+    _TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+    def __init__(self, d: DictValue, kind: str):
+        self.d, self.kind = d, kind
+
+    def python_type(self):
+        return self._TYPES[self.kind]
+
+    def describe(self):
+        return f"{self.d.describe()}.{self.kind}()"
+
+    def unpack(self, tx):
+        d = self.d
+        if self.kind == "keys":
+            return d.unpack(tx)
+        if self.kind == "values":
+            return list(d.items.values())
+        return [TupleValue([d._key_value(k), v]) for k, v in d.items.items()]
+
+    def length(self, tx):
+        return len(self.d.items)
+
+    def truth(self, tx):
+        return bool(self.d.items)
+
+    def contents(self):
+        return [self.d]
+
+    def as_set(self, tx) -> SetValue:
+        """The set a keys / items view behaves as in ``&``, ``|``, ``-``, ``^``."""
+        if self.kind == "values":
+            raise_python(TypeError, "unsupported operand type(s) for set operation: 'dict_values'")
+        return SetValue({key_of(v): v for v in self.unpack(tx)})
+
+    def getattr(self, tx, name):
+        return BoundContainerMethod(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__":
+            item = args[0]
+            if self.kind == "keys":
+                return const(key_of(item) in self.d.items)
+            if self.kind == "items":
+                pair = item.unpack(tx) if item.python_type() is tuple else []
+                k, v = pair if len(pair) == 2 else (None, None)
+                found = k is not None and key_of(k) in self.d.items
+                return const(found and _equal(tx, self.d.items[key_of(k)], v))
+            return const(any(_equal(tx, v, item) for v in self.d.items.values()))
+        if name == "__len__":
+            return const(len(self.d.items))
+        if name == "isdisjoint" and self.kind != "values":
+            return const(not set(self.as_set(tx).items) & {key_of(v) for v in args[0].unpack(tx)})
+        raise Unsupported(f"dict_{self.kind}.{name} is not supported")
+
+    def reconstruct(self, cg):
+        return f"{cg.expr(self.d)}.{self.kind}()"
 
 
 class SetValue(Value):
@@ -401,9 +488,11 @@ class SetValue(Value):
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
             return const(key_of(args[0]) in self.items)
-        if name in ("add", "discard", "remove", "update", "clear") and not self.frozen:
+        if name in ("add", "discard", "remove", "update", "clear", "__init__") and not self.frozen:
             tx.state.side_effects.mutated(self)
-            if name == "add":
+            if name == "__init__":       # set.__init__(iterable): starts again from the iterable
+                self.items = {key_of(v): v for a in args for v in a.unpack(tx)}
+            elif name == "add":
                 self.items.setdefault(key_of(args[0]), args[0])
             elif name in ("discard", "remove"):
                 self.items.pop(key_of(args[0]), None)
@@ -456,66 +545,6 @@ class SliceValue(Value):
 
     def contents(self):
         return [self.start, self.stop, self.step]
-
-
-class IteratorValue(Value):
-    """An iterator being consumed by an unrolled loop: a list of items and a cursor.
-
-    ``kind`` is the iterator type eager would have made (``map``, ``zip``, ``filter``,
-    ``enumerate``); one that escapes the frame is rebuilt as that type, over the items
-    the trace computed."""
-
-    def __init__(self, items: list, kind: type | None = None):
-        self.items = list(items)
-        self.index = 0
-        self.kind = kind
-
-    def python_type(self):
-        return self.kind or type(iter([]))
-
-    def next(self):
-        if self.index >= len(self.items):
-            return None
-        v = self.items[self.index]
-        self.index += 1
-        return v
-
-    def unpack(self, tx):
-        rest = self.items[self.index:]
-        self.index = len(self.items)
-        return rest
-
-    def contents(self):
-        return self.items[self.index:]
-
-    def reconstruct(self, cg):
-        rest = self.items[self.index:]
-        inner = ", ".join(cg.expr(i) for i in rest)
-        items = f"({inner}{',' if len(rest) == 1 else ''})"
-        if self.kind in _ITERATOR_REBUILDERS:
-            return f"{cg.ref(_ITERATOR_REBUILDERS[self.kind])}({items})"
-        return f"iter({items})"
-
-
-def _identity(x):
-    return x
-
-
-def _keep(x):
-    return True
-
-
-def _as_zip(items):
-    return zip(*zip(*items)) if items else zip()
-
-
-def _as_enumerate(items):
-    return enumerate([v for _, v in items], items[0][0]) if items else enumerate(())
-
-
-# how an escaping iterator of each kind is rebuilt over precomputed items (same type as eager's)
-_ITERATOR_REBUILDERS = {map: lambda items: map(_identity, items), filter: lambda items: filter(_keep, items),
-                        zip: _as_zip, enumerate: _as_enumerate}
 
 
 class BoundContainerMethod(Value):

@@ -10,9 +10,11 @@ import functools
 import inspect
 import types
 
+import torch
+
 from ...exc import Unsupported
 from ..sources import AttrSource, ClosureSource, ItemSource
-from .base import ConstantValue, Value, const
+from .base import AttributeMissing, ConstantValue, Value, const, is_literal
 from .containers import DictValue, TupleValue
 
 
@@ -103,10 +105,24 @@ class BaseFunctionValue(Value):
         return tx.inline_call(self, code, fn_globals, bound, closure)
 
     def getattr(self, tx, name):
+        code, fn_globals, defaults, kwdefaults, _ = self.parts(tx)
         if name == "__name__" or name == "__qualname__":
-            return const(self.parts(tx)[0].co_name)
+            return const(code.co_name)
         if name == "__code__":
-            return const(self.parts(tx)[0])
+            return const(code)
+        if name == "__class__":
+            return tx.wrap(types.FunctionType, None)
+        if name == "__module__":
+            return const(fn_globals.get("__name__"))
+        if name == "__defaults__":
+            return TupleValue(defaults) if defaults else const(None)
+        if name == "__kwdefaults__":
+            return DictValue(kwdefaults) if kwdefaults else const(None)
+        if name == "__doc__":
+            return const(code.co_consts[0] if code.co_consts and isinstance(code.co_consts[0], str) else None)
+        if not hasattr(types.FunctionType, name):
+            # a function made in the frame has an empty __dict__: the name is missing, as in eager
+            raise AttributeMissing(f"'function' object has no attribute {name!r}")
         raise Unsupported(f"attribute {name!r} of a function")
 
 
@@ -146,6 +162,12 @@ class UserFunctionValue(BaseFunctionValue):
             return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
             return tx.wrap(self.fn.__wrapped__, None)
+        if name not in self.fn.__dict__ and not hasattr(types.FunctionType, name):
+            # missing, as in eager: guarded, since a later ``fn.attr = ...`` would add it
+            if self.source is not None:
+                tx.state.guards.add("const", self.source, f"not hasattr({{v}}, {name!r})",
+                                    f"{self.source.describe()} has no attribute {name!r}")
+            raise AttributeMissing(f"'function' object has no attribute {name!r}")
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
@@ -248,3 +270,86 @@ def constant_or_none(v: Value | None):
     if isinstance(v, ConstantValue):
         return v.value
     return v.as_constant()
+
+
+class CachedFunctionValue(Value):
+    """A ``functools.lru_cache`` / ``functools.cache`` wrapper called in the frame.
+
+    What eager observes of such a call is its result (on a hit, the very object cached
+    earlier), the wrapped function's side effects (on a miss only) and the cache's
+    statistics.  So:
+
+    * constant arguments: the real wrapper is called at trace time, exactly once, as eager
+      would call it, and its result is used as a constant (a tensor result is the cached
+      tensor itself, a graph input by identity);
+    * tensor (and constant) arguments: the wrapped function is traced, once per distinct
+      argument tuple in the frame, so repeated calls give the same Value as a hit would;
+      a body with Python side effects is refused (eager would run them on misses only);
+    * anything else runs as Python.
+
+    The difference left is the statistics: compiled calls do not count as hits or misses.
+    """
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+        self.calls: dict = {}       # argument key -> result Value, for this capture
+
+    def real_object(self):
+        return self.fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def describe(self):
+        return f"cached function {getattr(self.fn, '__qualname__', self.fn)}"
+
+    def getattr(self, tx, name):
+        if name in ("__wrapped__", "__name__", "__qualname__", "__module__", "__doc__"):
+            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
+        raise Unsupported(f"attribute {name!r} of {self.describe()} (the cache's state runs as Python)")
+
+    def call(self, tx, args, kwargs):
+        values = [*args, *kwargs.values()]
+        if all(isinstance(v, ConstantValue) and is_literal(v.value) for v in values):
+            try:
+                result = self.fn(*[a.value for a in args], **{k: v.value for k, v in kwargs.items()})
+            except Exception as e:   # not cached: eager raises it on every call
+                raise Unsupported(f"{self.describe()} raised {type(e).__name__} at trace time") from e
+            if not _immutable_result(result):
+                raise Unsupported(f"{self.describe()} returned a mutable {type(result).__name__}")
+            return tx.wrap(result, None)
+        if not all(isinstance(v, ConstantValue) and is_literal(v.value) or _is_tensor_value(v) for v in values):
+            raise Unsupported(f"{self.describe()} called with arguments that are not constants or tensors "
+                              f"(it runs as Python)")
+        key = tuple((k, v.value if isinstance(v, ConstantValue) else id(v))
+                    for k, v in [*enumerate(args), *sorted(kwargs.items())])
+        if key not in self.calls:
+            se = tx.state.side_effects
+            before = _effects(se)
+            result = tx.wrap(self.fn.__wrapped__, None).call(tx, args, kwargs)
+            if _effects(se) != before:
+                raise Unsupported(f"{self.describe()} has Python side effects, which eager runs on cache misses "
+                                  f"only (it runs as Python)")
+            self.calls[key] = result
+        return self.calls[key]
+
+    def reconstruct(self, cg):
+        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
+
+
+def _effects(se) -> tuple:
+    """What the side-effect log holds (which writes, to what values), to compare."""
+    return tuple(tuple((k, id(w[-1])) for k, w in table.items())
+                 for table in (se.attr_writes, se.global_writes, se.cell_writes)) + (tuple(se.mutated_containers),)
+
+
+def _is_tensor_value(v: Value) -> bool:
+    t = v.python_type() if not isinstance(v, ConstantValue) else None
+    return isinstance(t, type) and issubclass(t, torch.Tensor)
+
+
+def _immutable_result(obj) -> bool:
+    if isinstance(obj, torch.Tensor) or is_literal(obj):
+        return True
+    return type(obj) in (tuple, frozenset) and all(_immutable_result(i) for i in obj)

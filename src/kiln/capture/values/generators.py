@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from .base import const
-from .containers import IteratorValue
+from .iterators import IteratorValue
 
 
 class GeneratorValue(IteratorValue):
@@ -26,7 +26,7 @@ class GeneratorValue(IteratorValue):
         """What ``yield from`` on this generator evaluates to (once exhausted)."""
         return self.tracer.return_value or const(None)
 
-    def next(self):
+    def next(self, tx):
         t = self.tracer
         produced = len(t.yields)
         try:
@@ -38,15 +38,7 @@ class GeneratorValue(IteratorValue):
         if len(t.yields) == produced:
             return None
         item = t.yields[produced]
-        self.items.append(item)
-        self.index = len(self.items)
-        return item
-
-    def unpack(self, tx):
-        rest = []
-        while (item := self.next()) is not None:
-            rest.append(item)
-        return rest
+        return self.took(item)
 
     def contents(self):
         return []

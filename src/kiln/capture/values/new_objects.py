@@ -10,10 +10,10 @@ import torch
 
 from ...exc import Unsupported
 from .attributes import attribute_store_modelled, bind_class_attr, custom_setattr, lookup_class_attr
-from .base import AttributeMissing, Value
+from .base import AttributeMissing, Value, const, raise_python
 from .containers import BoundContainerMethod, DictValue
 from .functions import BoundMethodValue
-from .objects import DunderProtocol
+from .objects import DunderProtocol, instance_has_dict, slot_names
 
 
 class NewObjectValue(DunderProtocol, Value):
@@ -51,6 +51,8 @@ class NewObjectValue(DunderProtocol, Value):
     def generic_setattr(self, tx, name, value):
         tx.state.side_effects.check_local_write(self, f"attribute {name!r} of {self.describe()}")
         if not attribute_store_modelled(tx, self, self.cls, name, value):
+            if not instance_has_dict(self.cls) and name not in slot_names(self.cls):
+                raise_python(AttributeError, f"'{self.cls.__name__}' object has no attribute '{name}'")
             self.attrs[name] = value
 
     def delattr(self, tx, name):
@@ -91,6 +93,7 @@ class ReplayedObjectValue(Value):
         self.instance = instance
         self.cls = cls
         self.args, self.kwargs = list(args), dict(kwargs)
+        self.writes: list = []      # (kind "attr"/"item", key, Value) stores after construction
 
     def python_type(self):
         return self.cls
@@ -99,7 +102,7 @@ class ReplayedObjectValue(Value):
         return f"new {self.cls.__name__}"
 
     def contents(self):
-        return [*self.args, *self.kwargs.values()]
+        return [*self.args, *self.kwargs.values(), *[v for _, _, v in self.writes]]
 
     def _map(self, tx, real):
         return tx.wrap_traced_object(real)
@@ -141,10 +144,27 @@ class ReplayedObjectValue(Value):
         return bool(self.instance)
 
     def setattr(self, tx, name, value):
-        raise Unsupported(f"mutating a {self.cls.__name__} built inside the compiled region")
+        self._write(tx, "attr", const(name), value)
 
     def setitem(self, tx, key, value):
-        raise Unsupported(f"mutating a {self.cls.__name__} built inside the compiled region")
+        self._write(tx, "item", key, value)
+
+    def _write(self, tx, kind: str, key: Value, value: Value):
+        """A field / item store: run on the fake-holding instance (its class's own
+        ``__setattr__`` / ``__setitem__`` keep a ModelOutput's keys and attributes in step,
+        a frozen dataclass raises), and replayed in order by the glue after it rebuilds
+        the object."""
+        tx.state.side_effects.check_local_write(self, f"{kind} {key.describe()} of {self.describe()}")
+        k = key.as_constant()
+        real = tx.lower_to_real(value)
+        try:
+            if kind == "attr":
+                setattr(self.instance, k, real)
+            else:
+                self.instance[k] = real
+        except Exception as e:
+            raise_python(type(e), *e.args)
+        self.writes.append((kind, k, value))
 
     def reconstruct(self, cg):
         return cg.replayed_object(self)

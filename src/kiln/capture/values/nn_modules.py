@@ -15,7 +15,8 @@ from ...exc import Unsupported
 from ..sources import param_source
 from .attributes import lookup_class_attr
 from .base import Value, const, raise_python
-from .containers import BoundContainerMethod, IteratorValue
+from .containers import BoundContainerMethod
+from .iterators import IteratorValue
 from .objects import ObjectValue
 from .tensor import TensorValue
 

@@ -285,8 +285,27 @@ class PythonModuleValue(ObjectValue):
         return tx.wrap(value, src)
 
 
-def is_plain_class(cls) -> bool:
-    """A user class Kiln can instantiate symbolically (no custom __new__, slots or metaclass)."""
-    return (isinstance(cls, type) and type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
-            and "__slots__" not in cls.__dict__ and not issubclass(cls, (torch.nn.Module, BaseException, torch.Tensor))
-            and all(inspect.getattr_static(k, "__dict__", None) is not None for k in cls.__mro__[:-1]))
+def is_plain_class(cls, python_new: bool = False) -> bool:
+    """A user class Kiln can instantiate symbolically (no metaclass; its instances keep
+    attributes in a ``__dict__`` or in ``__slots__``; no ``__new__`` of its own, or with
+    ``python_new`` one written in Python, which is traced)."""
+    new = inspect.getattr_static(cls, "__new__", None) if isinstance(cls, type) else None
+    own_new = python_new and isinstance(new, staticmethod) and isinstance(new.__func__, types.FunctionType)
+    return (isinstance(cls, type) and type(cls) in (type, abc.ABCMeta) and (cls.__new__ is object.__new__ or own_new)
+            and not issubclass(cls, (torch.nn.Module, BaseException, torch.Tensor))
+            and all(inspect.getattr_static(k, "__dict__", None) is not None or "__slots__" in vars(k)
+                    for k in cls.__mro__[:-1]))
+
+
+def instance_has_dict(cls) -> bool:
+    """Whether instances of ``cls`` have a ``__dict__`` (a class without ``__slots__``
+    somewhere in the MRO gives them one)."""
+    return any("__slots__" not in vars(k) or "__dict__" in vars(k).get("__slots__", ()) for k in cls.__mro__[:-1])
+
+
+def slot_names(cls) -> set:
+    names = set()
+    for k in cls.__mro__[:-1]:
+        slots = vars(k).get("__slots__", ())
+        names.update([slots] if isinstance(slots, str) else slots)
+    return names

@@ -16,6 +16,8 @@ class SuperValue(Value):
         return f"super({self.cls.__name__}, {self.obj.describe()})"
 
     def getattr(self, tx, name):
+        if isinstance(self.obj, ClassValue) and issubclass(self.obj.obj, self.cls):
+            return self._class_getattr(tx, name)
         obj_type = self.obj.python_type()
         mro = obj_type.__mro__
         try:
@@ -32,6 +34,29 @@ class SuperValue(Value):
                     return bound
                 raise Unsupported(f"super().{name} resolves to a {type(raw).__name__}, which Kiln cannot bind")
         raise AttributeMissing(f"'super' object has no attribute {name!r}")
+
+
+    def _class_getattr(self, tx, name):
+        """``super(C, cls).name`` (``super().__new__(cls)`` in a ``__new__``): found after C
+        in cls's MRO and bound as the class would bind it."""
+        mro = self.obj.obj.__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                raw = klass.__dict__[name]
+                if isinstance(raw, classmethod):
+                    return _BoundToClass(tx.wrap(raw.__func__, None), self.obj)
+                if isinstance(raw, staticmethod):
+                    return tx.wrap(raw.__func__, None)
+                return tx.wrap(getattr(klass, name), None)
+        raise AttributeMissing(f"'super' object has no attribute {name!r}")
+
+
+class _BoundToClass(Value):
+    def __init__(self, fn: Value, cls: Value):
+        self.fn, self.cls = fn, cls
+
+    def call(self, tx, args, kwargs):
+        return self.fn.call(tx, [self.cls, *args], kwargs)
 
 
 class _NoOpInit(Value):

@@ -90,6 +90,8 @@ class TensorValue(Value):
             raise Unsupported("reading .grad of a tensor computed inside the compiled region")
         # data-dependent and unsupported methods refuse when called, so that a graph
         # break lands on the CALL (resumable), not on LOAD_METHOD
+        if name == "__class__":
+            return tx.wrap(getattr(self, "cls", torch.Tensor), None)
         if hasattr(torch.Tensor, name):
             return TensorMethodValue(self, name)
         raise AttributeMissing(f"Tensor has no attribute {name!r}")

@@ -1,0 +1,499 @@
+"""Iterators on Values: ``IteratorValue`` (the unrolled loop's iterator), iterators that
+read their container live (lists, dicts), the lazy adaptors (``zip``, ``map``,
+``enumerate``, ``filter``), endless iterators, real iterators carried in from outside
+the frame, and the ``itertools`` constructors.
+
+Loops over them are unrolled like the rest of Kiln's loops.  Three rules keep that exact:
+
+* **Pull, don't list.**  Items are taken one at a time (``IteratorValue.next``), so an
+  endless source (``count()``, ``repeat(x)``), a generator or a shared iterator is
+  consumed exactly as far as Python would consume it, and an adaptor's function runs
+  once per item taken, in step with the loop body.
+* **Read containers live.**  An iterator over a list or dict sees what the loop body
+  changes, as CPython's does (a dict that changes size raises ``RuntimeError``).
+* **Escaping keeps the type.**  An iterator that leaves the frame is rebuilt as the
+  type eager would have made: an adaptor over its rebuilt sources, a list or dict
+  iterator over the rebuilt container advanced as far, an ``itertools`` kind over the
+  items the trace computed (``REBUILDERS``); kinds that cannot be rebuilt from their
+  items (``combinations``, ``permutations``, ``product``) escape as plain iterators.
+"""
+from __future__ import annotations
+
+import gc
+import itertools
+import operator
+
+from ...exc import Unsupported
+from ..sources import CallSource, ItemSource
+from .base import ConstantValue, Value, const, raise_python
+from .containers import DictValue, DictViewValue, ListValue, TupleValue
+
+_UNROLL_LIMIT = 100_000   # items an unrolled loop may take from an endless iterator
+
+
+class IteratorValue(Value):
+    """An iterator being consumed by an unrolled loop: a list of items and a cursor.
+
+    ``kind`` is the iterator type eager would have made (``map``, ``zip``, ``filter``,
+    ``enumerate``); one that escapes the frame is rebuilt as that type, over the items
+    the trace computed."""
+
+    def __init__(self, items: list, kind: type | None = None):
+        self.items = list(items)
+        self.index = 0
+        self.kind = kind
+
+    def python_type(self):
+        return self.kind or type(iter([]))
+
+    def next(self, tx):
+        if self.index >= len(self.items):
+            return None
+        v = self.items[self.index]
+        self.index += 1
+        return v
+
+    def took(self, item):
+        """Record an item a subclass's ``next`` produced (they are kept for escaping)."""
+        self.items.append(item)
+        self.index = len(self.items)
+        return item
+
+    def unpack(self, tx):
+        """The items left, taken through ``next`` (so every kind takes them its own way)."""
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+        return rest
+
+    def contents(self):
+        return self.items[self.index:]
+
+    def reconstruct(self, cg):
+        rest = self.items[self.index:]
+        inner = ", ".join(cg.expr(i) for i in rest)
+        items = f"({inner}{',' if len(rest) == 1 else ''})"
+        rebuild = getattr(self, "rebuilder", None) or REBUILDERS.get(self.kind)
+        # one object however many places hold it (the loop's stack slot and a local `it`)
+        if rebuild is not None:
+            return cg.new_object(self, f"{cg.ref(rebuild)}({items})")
+        return cg.new_object(self, f"iter({items})")
+
+
+def _keep(x):
+    return True
+
+
+def _as_zip(items):
+    return zip(*zip(*items)) if items else zip()
+
+
+def _as_enumerate(items):
+    return enumerate([v for _, v in items], items[0][0]) if items else enumerate(())
+
+
+
+
+class LazyIteratorValue(IteratorValue):
+    """An iterator whose items are made on demand by ``produce(i) -> Value | None``
+    (``count``, ``repeat`` without a count): nothing is computed that is not taken."""
+
+    def __init__(self, produce, kind: type, rebuild=None):
+        super().__init__([], kind)
+        self.produce = produce
+        self.rebuild = rebuild        # (cg, number of items taken) -> expression, or None
+
+    def next(self, tx):
+        item = self.produce(len(self.items))
+        if item is None:
+            return None
+        return self.took(item)
+
+    def unpack(self, tx):
+        rest = []
+        while (item := self.next(tx)) is not None:
+            rest.append(item)
+            if len(rest) > _UNROLL_LIMIT:
+                raise Unsupported(f"iterating over an endless {self.kind.__name__} to its end")
+        return rest
+
+    def contents(self):
+        return []
+
+    def reconstruct(self, cg):
+        if self.rebuild is None:
+            raise Unsupported(f"an {self.kind.__name__} iterator escaping the compiled region")
+        return cg.new_object(self, self.rebuild(cg, len(self.items)))
+
+
+# -- iterators that came in from outside the frame ----------------------------------------------
+def remaining_items(it):
+    """The items a built-in iterator has left, read without advancing it (through its
+    ``__reduce__``, which pickling uses for the same purpose), or None for a kind whose
+    items cannot be read that way (``map``, ``filter``: they would call a function)."""
+    t = type(it)
+    if t in _SEQUENCE_ITERATORS:
+        red = it.__reduce__()
+        start = red[2] if len(red) > 2 else 0
+        return tuple(red[1][0])[start:] if red[1] else ()
+    if t is enumerate:
+        inner, count = it.__reduce__()[1]
+        rest = remaining_items(inner)
+        return None if rest is None else tuple((count + i, v) for i, v in enumerate(rest))
+    if t is zip:
+        red = it.__reduce__()
+        if len(red) > 2 and red[2]:
+            return None   # zip(strict=True): running out early raises, which replay would not
+        rests = [remaining_items(i) for i in red[1]]
+        return None if any(r is None for r in rests) else tuple(zip(*rests))
+    return None
+
+
+def iterated_containers(it) -> list:
+    """The mutable containers a built-in iterator walks (a list, a dict, a set), which
+    it reads live: a change the trace makes to one must be seen by the next item."""
+    t = type(it)
+    if t in (enumerate, zip):
+        return [c for inner in it.__reduce__()[1][:1 if t is enumerate else None] for c in iterated_containers(inner)]
+    # a list iterator's __reduce__ hands back the list; dict and set iterators refer to theirs
+    found = it.__reduce__()[1][0] if t is type(iter([])) and it.__reduce__()[1] else None
+    if found is None and t in _SEQUENCE_ITERATORS:
+        found = next((r for r in gc.get_referents(it) if isinstance(r, (dict, set))), None)
+    return [found] if isinstance(found, (list, dict, set)) else []
+
+
+_SEQUENCE_ITERATORS = frozenset(type(i) for i in (
+    iter(()), iter([]), iter(range(0)), iter(""), iter({}), iter({}.values()), iter({}.items()), iter(set())))
+CARRIED_ITERATOR_TYPES = _SEQUENCE_ITERATORS | {enumerate, zip}
+
+
+class CarriedIteratorValue(IteratorValue):
+    """A real iterator read from outside the frame: typically the iterator of a ``for``
+    loop handed to a continuation at a graph break.  Items are read as the trace takes
+    them (``remaining_items(it)[i]``), each guarded only as far as it was taken (``at
+    least i+1 items left``; ``exactly i`` when the loop ran out), so every iteration of a
+    loop whose body breaks reuses one entry.  The glue advances the real iterator by the
+    items taken (a side effect, replayed after the values that read them), and the
+    iterator itself is passed on as it is."""
+
+    def __init__(self, obj, source, real_rest: tuple):
+        super().__init__([], type(obj))
+        self.source = source
+        self.real_rest = real_rest
+        self.walks = iterated_containers(obj)
+        self.rest_source = CallSource(id(remaining_items), source, (), fn=remaining_items)
+
+    def describe(self):
+        return f"{self.kind.__name__} object at {self.source.describe()}"
+
+    @property
+    def consumed(self) -> int:
+        return len(self.items)
+
+    def next(self, tx):
+        i = len(self.items)
+        src, guards = self.rest_source, tx.state.guards
+        for container in self.walks:
+            known = tx.state.known_value(container)
+            if known is not None and getattr(known, "dirty", False):
+                # the items read when the trace began are stale: eager's iterator would see the change
+                raise Unsupported(f"{self.describe()}: the loop changed the container it iterates")
+        if i >= len(self.real_rest):
+            guards.add("len", src, f"len({{v}}) == {i}", f"{self.describe()} has {i} item(s) left")
+            return None
+        guards.add("len", src, f"len({{v}}) > {i}", f"{self.describe()} has more than {i} item(s) left")
+        tx.state.side_effects.mutated(self)
+        item = tx.wrap(self.real_rest[i], ItemSource(src, i))
+        return self.took(item)
+
+    def contents(self):
+        return []
+
+    def reconstruct(self, cg):
+        return cg.source_expr(self.source)
+
+
+class ListIteratorValue(IteratorValue):
+    """``iter(lst)`` for a list Value: like CPython's list iterator it reads the list at
+    each step (items appended by the loop body are visited) and stays exhausted once it
+    ran out; escaping, it is a real iterator over the rebuilt list, advanced as far."""
+
+    def __init__(self, lst):
+        super().__init__([], type(iter([])))
+        self.lst = lst
+        self.done = False
+
+    def next(self, tx):
+        if self.done or self.index >= len(self.lst.items):
+            self.done = True
+            return None
+        item = self.lst.items[self.index]
+        self.index += 1
+        return item
+
+    def contents(self):
+        return [self.lst]
+
+    def reconstruct(self, cg):
+        if self.done:
+            return cg.new_object(self, "iter([])")
+        return cg.new_object(self, f"{cg.ref(_advanced)}(iter({cg.expr(self.lst)}), {self.index})")
+
+
+class DictIteratorValue(IteratorValue):
+    """``iter(d)`` / ``iter(d.keys())`` / ``.values()`` / ``.items()``: like CPython's dict
+    iterators it reads the dict at each step (a value rewritten by the loop body is seen)
+    and raises ``RuntimeError`` if the dict changed size; escaping, it is a real iterator
+    over the rebuilt view, advanced as far."""
+
+    def __init__(self, view, size: int):
+        super().__init__([], type(iter(getattr({}, view.kind)())))
+        self.view = view
+        self.size = size
+
+    def next(self, tx):
+        if len(self.view.d.items) != self.size:
+            self.size = -1      # CPython's iterator stays broken after that
+            raise_python(RuntimeError, "dictionary changed size during iteration")
+        if self.index >= self.size:
+            return None
+        item = self.view.unpack(tx)[self.index]
+        self.index += 1
+        return item
+
+    def contents(self):
+        return [self.view]
+
+    def reconstruct(self, cg):
+        return cg.new_object(self, f"{cg.ref(_advanced)}(iter({cg.expr(self.view)}), {self.index})")
+
+
+class AdaptorValue(IteratorValue):
+    """``zip`` / ``map`` / ``enumerate`` / ``filter`` as Python runs them: each item is
+    made when it is taken, from items pulled from the sources at that moment (so a loop
+    that stops early leaves the rest of a shared iterator or generator unconsumed, and
+    ``map``'s function runs once per item taken, in step with the loop body).  One that
+    escapes is the same adaptor over its sources, rebuilt as far as they were consumed."""
+
+    def __init__(self, kind: type, sources: list, fn=None, start: int = 0):
+        super().__init__([], kind)
+        self.sources, self.fn, self.start = sources, fn, start
+
+    def next(self, tx):
+        item = self._make(tx)
+        return None if item is None else self.took(item)
+
+    def _make(self, tx):
+        if self.kind is filter:
+            while (v := self.sources[0].next(tx)) is not None:
+                keep = v if self.fn is None else self.fn.call(tx, [v], {})
+                if keep.truth(tx):
+                    return v
+            return None
+        row = []
+        for src in self.sources:
+            v = src.next(tx)
+            if v is None:
+                return None
+            row.append(v)
+        if self.kind is map:
+            return self.fn.call(tx, row, {})
+        if self.kind is enumerate:
+            return TupleValue([const(self.start + len(self.items)), row[0]])
+        return TupleValue(row)
+
+    def contents(self):
+        return [*self.sources, *([self.fn] if self.fn is not None else [])]
+
+    def reconstruct(self, cg):
+        sources = [cg.expr(s) for s in self.sources]
+        if self.kind is enumerate:
+            args = [sources[0], repr(self.start + len(self.items))]
+        elif self.kind in (map, filter):
+            args = [cg.expr(self.fn) if self.fn is not None else "None", *sources]
+        else:
+            args = sources
+        return cg.new_object(self, f"{cg.ref(self.kind)}({', '.join(args)})")
+
+
+def _advanced(it, n: int):
+    next(itertools.islice(it, n, n), None)
+    return it
+
+
+def as_iterator(tx, v: Value) -> IteratorValue:
+    """``iter(v)`` as a Value: an iterator is itself, a list is read live, anything else
+    is unpacked."""
+    if isinstance(v, IteratorValue):
+        return v
+    if type(v) is ListValue:
+        return ListIteratorValue(v)
+    if isinstance(v, DictValue):
+        v = DictViewValue(v, "keys")
+    if isinstance(v, DictViewValue):
+        return DictIteratorValue(v, len(v.d.items))
+    return IteratorValue(v.unpack(tx))
+
+
+def zip_rows(tx, values: list) -> list[list]:
+    """The rows ``zip(*values)`` yields, pulled the way ``zip`` pulls them."""
+    its = [as_iterator(tx, v) for v in values]
+    rows = []
+    while its:
+        row = []
+        for it in its:
+            item = it.next(tx)
+            if item is None:
+                return rows
+            row.append(item)
+        rows.append(row)
+        if len(rows) > _UNROLL_LIMIT:
+            raise Unsupported("zip() over endless iterators")
+    return rows
+
+
+def _number(v: Value):
+    if not isinstance(v, ConstantValue):
+        raise Unsupported(f"itertools over {v.describe()} (not a constant number)")
+    return v.value
+
+
+def _count(tx, args, kwargs):
+    start = _number(args[0] if args else kwargs.get("start", const(0)))
+    step = _number(args[1] if len(args) > 1 else kwargs.get("step", const(1)))
+    return LazyIteratorValue(lambda i: const(start + i * step), itertools.count,
+                             lambda cg, n: f"{cg.ref(itertools.count)}({start + n * step!r}, {step!r})")
+
+
+def _repeat(tx, args, kwargs):
+    obj = args[0] if args else kwargs["object"]
+    times = args[1] if len(args) > 1 else kwargs.get("times")
+    if times is None:
+        return LazyIteratorValue(lambda i: obj, itertools.repeat,
+                                 lambda cg, n: f"{cg.ref(itertools.repeat)}({cg.expr(obj)})")
+    return IteratorValue([obj] * max(0, _number(times)), itertools.repeat)
+
+
+def _chain(tx, args, kwargs):
+    return IteratorValue([i for a in args for i in as_iterator(tx, a).unpack(tx)], itertools.chain)
+
+
+def _chain_from_iterable(tx, args, kwargs):
+    return _chain(tx, as_iterator(tx, args[0]).unpack(tx), {})
+
+
+def _combinatoric(fn):
+    def handler(tx, args, kwargs):
+        pool = as_iterator(tx, args[0]).unpack(tx)
+        rest = [_number(a) for a in args[1:]] + [_number(kwargs[k]) for k in ("r",) if k in kwargs]
+        try:
+            combos = list(fn(pool, *rest))
+        except (TypeError, ValueError) as e:     # a missing or negative r: eager raises the same
+            raise_python(type(e), *e.args)
+        return IteratorValue([TupleValue(list(t)) for t in combos], fn)
+    return handler
+
+
+def _product(tx, args, kwargs):
+    repeat = _number(kwargs.get("repeat", const(1)))
+    pools = [as_iterator(tx, a).unpack(tx) for a in args] * repeat
+    return IteratorValue([TupleValue(list(t)) for t in itertools.product(*pools)], itertools.product)
+
+
+def _compress(tx, args, kwargs):
+    data = args[0] if args else kwargs["data"]
+    selectors = args[1] if len(args) > 1 else kwargs["selectors"]
+    return IteratorValue([d for d, s in zip_rows(tx, [data, selectors]) if s.truth(tx)], itertools.compress)
+
+
+def _islice(tx, args, kwargs):
+    """``islice(it, [start,] stop[, step])``: takes exactly the items the slice would pull."""
+    if kwargs or not 2 <= len(args) <= 4:
+        raise Unsupported("itertools.islice() with these arguments")
+    bounds = slice(*[_number(a) if not (isinstance(a, ConstantValue) and a.value is None) else None
+                     for a in args[1:]])
+    src = as_iterator(tx, args[0])
+    taken = []
+    while bounds.stop is None or len(taken) < bounds.stop:
+        item = src.next(tx)
+        if item is None:
+            break
+        taken.append(item)
+        if len(taken) > _UNROLL_LIMIT:
+            raise Unsupported("itertools.islice() without a stop over an endless iterator")
+    return IteratorValue(taken[slice(bounds.start, None, bounds.step)], itertools.islice)
+
+
+def _zip_longest(tx, args, kwargs):
+    fill = kwargs.get("fillvalue", const(None))
+    its = [as_iterator(tx, a) for a in args]
+    rows = []
+    while True:
+        row = [it.next(tx) for it in its]
+        if all(i is None for i in row):
+            break
+        rows.append(TupleValue([fill if i is None else i for i in row]))
+    return IteratorValue(rows, itertools.zip_longest)
+
+
+def _accumulate(tx, args, kwargs):
+    items = as_iterator(tx, args[0]).unpack(tx)
+    func = args[1] if len(args) > 1 else kwargs.get("func")
+    if isinstance(func, ConstantValue) and func.value is None:
+        func = None
+    initial = kwargs.get("initial")
+    if isinstance(initial, ConstantValue) and initial.value is None:
+        initial = None
+    out = [] if initial is None else [initial]
+    for item in items:
+        if not out:
+            out.append(item)
+        elif func is None:
+            out.append(tx.apply_operator(operator.add, out[-1], item))
+        else:
+            out.append(func.call(tx, [out[-1], item], {}))
+    return IteratorValue(out, itertools.accumulate)
+
+
+def _pairwise(tx, args, kwargs):
+    items = as_iterator(tx, args[0]).unpack(tx)
+    return IteratorValue([TupleValue([a, b]) for a, b in zip(items, items[1:])], itertools.pairwise)
+
+
+def _starmap(tx, args, kwargs):
+    fn, src = args
+    return IteratorValue([fn.call(tx, row.unpack(tx), {}) for row in as_iterator(tx, src).unpack(tx)], itertools.starmap)
+
+
+# How an escaping iterator of each kind is rebuilt over the items the trace computed
+# (the same type as eager's).
+REBUILDERS = {
+    map: lambda items: map(_identity, items), filter: lambda items: filter(_keep, items),
+    zip: _as_zip, enumerate: _as_enumerate,
+    itertools.chain: lambda items: itertools.chain(items),
+    itertools.compress: lambda items: itertools.compress(items, itertools.repeat(True)),
+    itertools.islice: lambda items: itertools.islice(items, None),
+    itertools.accumulate: lambda items: itertools.accumulate(items, _second),
+    itertools.repeat: lambda items: itertools.repeat(items[0], len(items)) if items else itertools.repeat(None, 0),
+    itertools.zip_longest: lambda items: itertools.zip_longest(*zip(*items)) if items else itertools.zip_longest(),
+    itertools.starmap: lambda items: itertools.starmap(_identity, ((i,) for i in items)),
+}
+
+
+def _second(a, b):
+    return b
+
+
+def _identity(x):
+    return x
+
+
+ITERTOOLS = {
+    itertools.count: _count, itertools.repeat: _repeat, itertools.chain: _chain,
+    itertools.chain.from_iterable: _chain_from_iterable,
+    itertools.combinations: _combinatoric(itertools.combinations),
+    itertools.combinations_with_replacement: _combinatoric(itertools.combinations_with_replacement),
+    itertools.permutations: _combinatoric(itertools.permutations), itertools.product: _product,
+    itertools.compress: _compress, itertools.islice: _islice, itertools.zip_longest: _zip_longest,
+    itertools.accumulate: _accumulate, itertools.pairwise: _pairwise, itertools.starmap: _starmap,
+}
