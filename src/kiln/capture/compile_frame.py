@@ -80,7 +80,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
     real_locals = _bind_real(fn, args, kwargs)
     break_at, reason = None, None
     while True:
-        state, tracer = _new_trace(fn, real_locals, fullgraph, break_at, shapes)
+        state, tracer = _new_trace(fn, real_locals, fullgraph, break_at, shapes, compiler)
         grad_before = torch.is_grad_enabled()
         try:
             try:
@@ -124,10 +124,11 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
     return entry
 
 
-def _new_trace(fn, real_locals, fullgraph, break_at, shapes):
+def _new_trace(fn, real_locals, fullgraph, break_at, shapes, compiler):
     code = fn.__code__
     state = CaptureState(fn, fullgraph, shapes)
     state.real_locals = real_locals
+    state.functional_backend = functional_backend(compiler.backend)
     # defaults are bound from this function object; another one with the same code may differ
     for attr in ("__defaults__", "__kwdefaults__"):
         if getattr(fn, attr):

@@ -22,6 +22,7 @@ class CaptureState:
     def __init__(self, fn, fullgraph: bool, shapes: ShapePolicy | None = None):
         self.fn = fn
         self.fullgraph = fullgraph
+        self.functional_backend = False    # graphs go through AOTAutograd (set by compile_frame)
         self.shapes = shapes if shapes is not None else ShapePolicy(False)
         self.ns = Namespace()
         self.guards = GuardSet(self.ns)

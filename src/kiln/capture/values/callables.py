@@ -126,7 +126,7 @@ class TorchFunctionValue(RealCallableValue):
             # the engine walks the real autograd graph, which reaches back past this graph's
             # inputs; run on fakes it would see leaves and answer None (silently wrong)
             raise Unsupported(f"{self.describe()} runs the autograd engine; it runs as Python")
-        if makes_autograd_leaf(kwargs):
+        if makes_autograd_leaf(tx, kwargs):
             raise Unsupported(f"{self.describe()}(..., requires_grad=True) makes a new autograd leaf; "
                               f"Kiln makes it in Python")
         if touches_global_state(self.fn):

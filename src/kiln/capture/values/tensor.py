@@ -186,7 +186,7 @@ class TensorMethodValue(Value):
             raise Unsupported(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if name == "type" and not args and not kwargs:
             return const(t.fake.type())
-        if makes_autograd_leaf(kwargs):
+        if makes_autograd_leaf(tx, kwargs):
             raise Unsupported(f"Tensor.{name}(..., requires_grad=True) makes a new autograd leaf; "
                               f"Kiln makes it in Python")
         if name == "requires_grad_":
@@ -321,12 +321,14 @@ def _lower(tx, v: Value):
     raise Unsupported(f"{v.describe()} cannot be passed into a graph op")
 
 
-def makes_autograd_leaf(kwargs: dict) -> bool:
+def makes_autograd_leaf(tx, kwargs: dict) -> bool:
     """A factory call with ``requires_grad=True`` (``torch.zeros(3, requires_grad=True)``,
-    ``x.new_ones(2, requires_grad=True)``) makes a new autograd leaf.  Like
-    ``requires_grad_()`` on a tensor made in the frame, it runs as Python at a break:
-    made inside an AOT graph the leaf would be a constant with no autograd history
-    (outputs computed from it would not require grad, and it would get no ``.grad``)."""
+    ``x.new_ones(2, requires_grad=True)``) that must run as Python at a break: made inside
+    a graph that a backend functionalizes (AOTAutograd) the leaf would be a constant with
+    no autograd history (outputs computed from it would not require grad, and it would
+    get no ``.grad``).  A graph run as it is (the eager backend) makes a real leaf."""
+    if not tx.state.functional_backend:
+        return False
     flag = kwargs.get("requires_grad")
     if flag is None:
         return False
