@@ -81,3 +81,6 @@ def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
 # AOTAutograd functionalizes the graph: inputs change only after every op has run, so a
 # graph that raised changed no input (see capture/graph_errors.py)
 inductor.applies_input_mutations_last = True
+# compiled graphs are cached on disk (AOTAutograd's cache, the FX graph cache); both need
+# a shape environment in the tracing context (see capture/compile_frame._compile_graph)
+inductor.caches_compiled_graphs = True

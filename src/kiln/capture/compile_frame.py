@@ -2,6 +2,7 @@
 entry (guard function + glue function) from generated source."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
 import time
@@ -253,14 +254,16 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     # while_loop makes unbacked symbols, and inductor lowers map and scan to a while_loop
     # whose body reads its counter with .item().  The capture is over, so its fake mode may
     # now give scalar outputs (the trace itself breaks at .item(); torch.compile allows
-    # them under fullgraph).  Other graphs get a fresh fake mode holding static fakes of
-    # their inputs: AOTAutograd and inductor cache compiled graphs across processes only
-    # when there is a shape environment ("No shape env" bypasses both caches), and the
-    # capture's own fakes may have been changed in place by the trace.
+    # them under fullgraph).  For a backend with on-disk caches (inductor: AOTAutograd's
+    # and the FX graph cache), other graphs get a fresh fake mode holding static fakes of
+    # their inputs: the caches are bypassed without a shape environment ("No shape env"),
+    # and the capture's own fakes may have been changed in place by the trace.  Other
+    # backends keep AOTAutograd's own fake mode.
+    context = contextlib.nullcontext()
     if builder.is_dynamic or builder.attrs:
         builder.fake_mode.allow_scalar_outputs = True
         context = tracing(TracingContext(builder.fake_mode))
-    else:
+    elif getattr(compiler.backend, "caches_compiled_graphs", False):
         context = tracing(TracingContext(static_fake_mode(example_inputs)))
     with context:
         # the failure policy counts its own time in metrics.backend_seconds
