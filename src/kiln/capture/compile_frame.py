@@ -26,6 +26,7 @@ from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
 from .values.base import TracedException
 from .values.builder import wrap
+from .values.contexts import GradModeValue
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
 RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame where it happens
@@ -105,6 +106,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
             break_at, reason = index, e
             continue
         finally:
+            state.close_autocast(record=False)
             torch._C._set_grad_enabled(grad_before)
         break
     if outcome[0] == "return":
@@ -179,7 +181,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     if plan is not None and tracer.context_stack:
         # with-blocks that span the break are entered again by the glue (see WithExit);
         # outside them the mode is what it was before the outermost one was entered
-        final_grad = tracer.context_stack[0].prior
+        final_grad = next((c.prior for c in tracer.context_stack if isinstance(c, GradModeValue)), final_grad)
     if final_grad != state._initial_grad_mode:
         cg.lines.append(f"{cg.ref(torch._C._set_grad_enabled)}({final_grad})")
     if plan is None:
@@ -230,7 +232,11 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     # a graph with symbolic sizes is compiled as torch.compile hands one over: the example
     # inputs hold SymInts for int inputs, and the tracing context carries the fake mode, so
     # AOTAutograd and inductor see the same symbols (real tensors map to their symbolic fakes)
-    context = tracing(TracingContext(builder.fake_mode)) if builder.is_dynamic else contextlib.nullcontext()
+    # so is one that computes floats from tensor data (float ``item()``): the backend's
+    # retrace needs a fake mode that makes them unbacked symbols, as the capture did
+    symbolic = builder.is_dynamic or builder.scalar_outputs
+    builder.fake_mode.allow_scalar_outputs = builder.scalar_outputs
+    context = tracing(TracingContext(builder.fake_mode)) if symbolic else contextlib.nullcontext()
     with context:
         # the failure policy counts its own time in metrics.backend_seconds
         out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,

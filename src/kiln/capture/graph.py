@@ -74,6 +74,7 @@ class GraphBuilder:
         self._first_output_node = None
         self.guard_locations: list = []   # user location at which each ShapeEnv guard was added
         self.attrs: dict = {}   # name -> subgraph GraphModule (bodies of higher-order operators)
+        self.scalar_outputs = False   # the graph computes Python floats from tensors (float item())
 
     @property
     def is_dynamic(self) -> bool:

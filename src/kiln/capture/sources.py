@@ -154,6 +154,20 @@ class DictValuesSource(Source):
 
 
 @dataclass(frozen=True)
+class DictKeysSource(Source):
+    """``list(base)[index]``: a non-literal key of a dict (a tensor keying optimizer state)."""
+    base_src: Source
+    index: int
+
+    @property
+    def base(self):
+        return self.base_src
+
+    def _expr(self, ns):
+        return f"list({self.base_src.expr(ns)})[{self.index}]"
+
+
+@dataclass(frozen=True)
 class ClosureSource(Source):
     """The contents of cell ``index`` of a function's closure."""
     fn_src: Source

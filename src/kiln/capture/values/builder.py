@@ -17,12 +17,12 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from ...exc import Unsupported
 from ..graph import SYMBOLIC_TYPES
-from ..sources import AttrSource, ConstSource, DictValuesSource, ItemSource, LocalSource
+from ..sources import AttrSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
-from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
-from .contexts import wrap_grad_mode_exit
+from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue, key_of
+from .contexts import wrap_autocast_exit, wrap_grad_mode_exit
 from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, PartialValue, UserFunctionValue
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
@@ -144,7 +144,7 @@ def wrap(tx, obj, source) -> Value:
                   for k, a in obj.keywords.items()}
         return PartialValue(func, args, kwargs, source, obj)
     if isinstance(obj, types.MethodType):
-        special = wrap_grad_mode_exit(tx, obj, source)
+        special = wrap_grad_mode_exit(tx, obj, source) or wrap_autocast_exit(tx, obj, source)
         if special is not None:
             return special
         if guards is not None:
@@ -194,7 +194,10 @@ def _wrap_dict(tx, obj: dict, source) -> Value:
             src = ItemSource(source, k) if source is not None else None
         else:
             src = DictValuesSource(source, i) if source is not None else None
-            key_values[k] = wrap(tx, k, None)
+            kv = wrap(tx, k, DictKeysSource(source, i) if source is not None else None)
+            # keyed as lookups will key it: a tensor key by its Value's identity
+            k = key_of(kv)
+            key_values[k] = kv
         items[k] = wrap(tx, val, src)
     factory = None
     if type(obj) is collections.defaultdict and obj.default_factory is not None:

@@ -10,6 +10,8 @@ import functools
 import inspect
 import types
 
+import torch
+
 from ...exc import Unsupported
 from ..sources import AttrSource, ClosureSource, ItemSource
 from .base import ConstantValue, Value, const
@@ -110,8 +112,22 @@ class BaseFunctionValue(Value):
         raise Unsupported(f"attribute {name!r} of a function")
 
 
+# ``torch._disable_dynamo(fn)``'s wrapper (``Optimizer.zero_grad``): torch's note to its
+# own tracer, whose wrapper imports torch._dynamo on first call; not a user's request to
+# leave ``fn`` alone (``torch.compiler.disable`` is that), so Kiln traces ``fn``
+_TORCH_DISABLE_WRAPPER = torch._disable_dynamo(lambda: None).__code__
+
+
 class UserFunctionValue(BaseFunctionValue):
     """A real Python function object that existed before tracing."""
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        if fn.__code__ is _TORCH_DISABLE_WRAPPER:
+            i = fn.__code__.co_freevars.index("fn")
+            inner = tx.wrap(fn.__closure__[i].cell_contents, ClosureSource(self.source, i) if self.source else None)
+            return inner.call(tx, args, kwargs)
+        return super().call(tx, args, kwargs)
 
     def __init__(self, fn: types.FunctionType, source=None):
         self.fn = fn
