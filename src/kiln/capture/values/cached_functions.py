@@ -44,8 +44,8 @@ class CachedFunctionValue(Value):
 
     def call(self, tx, args, kwargs):
         try:
-            real_args = [self.realize(a, tx) for a in args]
-            real_kwargs = {k: self.realize(v, tx) for k, v in kwargs.items()}
+            real_args = [self._real(a, tx) for a in args]
+            real_kwargs = {k: self._real(v, tx) for k, v in kwargs.items()}
         except Unsupported:
             raise Unsupported(f"{self.describe()} called with arguments that are not real objects")
         if any(isinstance(a, torch.Tensor) for a in [*real_args, *real_kwargs.values()]):
@@ -62,6 +62,13 @@ class CachedFunctionValue(Value):
             return const(result)
         # the cached object itself: the same one every later call returns
         return tx.wrap(result, None)
+
+    def _real(self, v, tx):
+        """Constants (tuples of them too, made in the frame) or the real object ``v`` is."""
+        try:
+            return v.as_constant()
+        except Unsupported:
+            return self.realize(v, tx)
 
     def reconstruct(self, cg):
         return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
