@@ -154,14 +154,8 @@ class DictValuesSource(Source):
 
 
 @dataclass(frozen=True)
-class DictKeysSource(Source):
+class DictKeysSource(DictValuesSource):
     """``list(base)[index]``: a non-literal key of a dict (a tensor keying optimizer state)."""
-    base_src: Source
-    index: int
-
-    @property
-    def base(self):
-        return self.base_src
 
     def _expr(self, ns):
         return f"list({self.base_src.expr(ns)})[{self.index}]"
