@@ -357,3 +357,23 @@ EINOPS_CASES = [
 @parametrize(EINOPS_CASES)
 def test_einops_and_cached_helpers(case):
     run_case(case)
+
+
+def test_einops_backend_lookup_on_first_use():
+    """The first call in a process finds einops' backend through ``type.__subclasses__``
+    and a relative import, and records it in einops' own tables: one graph, no break."""
+    import einops._backends as backends
+    saved = dict(backends._type2backend), dict(backends._loaded_backends)
+    backends._type2backend.clear()
+    backends._loaded_backends.clear()
+    try:
+        x = torch.randn(2, 4)
+        counter = CompileCounter()
+        got = kiln.compile(f_einops, backend=counter, fullgraph=True)(x)
+        assert torch.equal(got, f_einops(x)) and counter.frame_count == 1
+        assert type(backends._type2backend[torch.Tensor]).__name__ == "TorchBackend"
+    finally:
+        backends._type2backend.clear()
+        backends._type2backend.update(saved[0])
+        backends._loaded_backends.clear()
+        backends._loaded_backends.update(saved[1])
