@@ -377,3 +377,35 @@ def test_einops_backend_lookup_on_first_use():
         backends._type2backend.update(saved[0])
         backends._loaded_backends.clear()
         backends._loaded_backends.update(saved[1])
+
+
+# -- small library helpers ---------------------------------------------------------
+
+from packaging import version as _version  # noqa: E402
+from transformers.utils import import_utils as _hf_imports  # noqa: E402
+from transformers.utils import logging as _hf_logging  # noqa: E402
+
+_LOGGER = _hf_logging.get_logger("kiln.tests.breadth")
+
+
+def f_library_helpers(x):
+    _LOGGER.warning_once("logged once, as in eager")
+    if _hf_imports.is_torch_greater_or_equal("2.0"):
+        x = x + 1
+    if _hf_imports.is_torch_distributed_available():
+        x = x * 2
+    if torch.__version__ >= "2.0":
+        x = x - 1
+    if _version.parse("2.13.0") >= _version.parse("2.0"):   # a slotted class, compared
+        x = x / 2
+    return x
+
+
+LIBRARY_CASES = [
+    Case("library_helpers", f_library_helpers, x4, 1, 4),
+]
+
+
+@parametrize(LIBRARY_CASES)
+def test_library_helpers_inline(case):
+    run_case(case)

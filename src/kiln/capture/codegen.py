@@ -93,7 +93,12 @@ class Codegen:
         self._memo[key] = name
         cls = self.ref(obj.cls)
         self.lines.append(f"{name} = {cls}.__new__({cls})")
-        if obj.attrs:
+        if obj.attrs and obj.cls.__dictoffset__ == 0:
+            # slots only: each stored through its member descriptor
+            store = self.ref(object.__setattr__)
+            for k, v in obj.attrs.items():
+                self.lines.append(f"{store}({name}, {k!r}, {self.expr(v)})")
+        elif obj.attrs:
             items = ", ".join(f"{k!r}: {self.expr(v)}" for k, v in obj.attrs.items())
             self.lines.append(f"{name}.__dict__.update({{{items}}})")
         return name

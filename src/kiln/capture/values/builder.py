@@ -69,6 +69,13 @@ def wrap(tx, obj, source) -> Value:
         if guards is not None:
             return ConstantValue(obj, source, pending_guard=lambda: guards.constant(source, obj))
         return ConstantValue(obj, source)
+    if isinstance(obj, str) and t is not str:
+        # a str subclass (``torch.__version__``, a TorchVersion): immutable, so a constant
+        # whose own methods run on the real object; guarded by type and value
+        if guards is not None:
+            guards.type_is(source, obj)
+            guards.constant(source, obj)
+        return ConstantValue(obj, source)
     if isinstance(obj, _METADATA_CONSTANTS) or isinstance(obj, enum.Enum):
         if guards is not None:
             if isinstance(obj, (torch.dtype, enum.Enum, type(Ellipsis), type(NotImplemented))):

@@ -112,9 +112,8 @@ class BaseFunctionValue(Value):
         raise Unsupported(f"attribute {name!r} of a function")
 
 
-# ``torch._disable_dynamo(fn)``'s wrapper (``Optimizer.zero_grad``): torch's note to its
-# own tracer, whose wrapper imports torch._dynamo on first call; not a user's request to
-# leave ``fn`` alone (``torch.compiler.disable`` is that), so Kiln traces ``fn``
+# ``torch._disable_dynamo(fn)``'s wrapper: torch's own "run this as Python" mark (DDP's
+# ``_inside_ddp_forward`` must really set the active module; ``Optimizer.zero_grad``)
 _TORCH_DISABLE_WRAPPER = torch._disable_dynamo(lambda: None).__code__
 
 
@@ -124,9 +123,7 @@ class UserFunctionValue(BaseFunctionValue):
     def call(self, tx, args, kwargs):
         fn = self.fn
         if fn.__code__ is _TORCH_DISABLE_WRAPPER:
-            i = fn.__code__.co_freevars.index("fn")
-            inner = tx.wrap(fn.__closure__[i].cell_contents, ClosureSource(self.source, i) if self.source else None)
-            return inner.call(tx, args, kwargs)
+            raise Unsupported(f"{fn.__qualname__} is marked torch._disable_dynamo; it runs as Python")
         return super().call(tx, args, kwargs)
 
     def __init__(self, fn: types.FunctionType, source=None):

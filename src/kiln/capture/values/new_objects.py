@@ -34,9 +34,11 @@ class NewObjectValue(DunderProtocol, Value):
             return self.attrs[name]
         if name == "__class__":
             return tx.wrap(self.cls, None)
-        if name == "__dict__":
+        if name == "__dict__" and self.cls.__dictoffset__ != 0:
             return DictValue(self.attrs)
         owner, raw = lookup_class_attr(self.cls, name)
+        if isinstance(raw, types.MemberDescriptorType):
+            raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")   # an unset slot
         if raw is not None:
             bound = bind_class_attr(tx, owner, raw, self, name)
             if bound is not None:

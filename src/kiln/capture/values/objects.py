@@ -311,7 +311,14 @@ class PythonModuleValue(ObjectValue):
 
 
 def is_plain_class(cls) -> bool:
-    """A user class Kiln can instantiate symbolically (no custom __new__, slots or metaclass)."""
+    """A user class Kiln can instantiate symbolically (no custom __new__ or metaclass);
+    its instances keep attributes in a ``__dict__`` or in ``__slots__`` (``packaging``'s
+    ``Version``), every class of its MRO declaring one or the other."""
     return (isinstance(cls, type) and type(cls) in (type, abc.ABCMeta) and cls.__new__ is object.__new__
-            and "__slots__" not in cls.__dict__ and not issubclass(cls, (torch.nn.Module, BaseException, torch.Tensor))
-            and all(inspect.getattr_static(k, "__dict__", None) is not None for k in cls.__mro__[:-1]))
+            and not issubclass(cls, (torch.nn.Module, BaseException, torch.Tensor))
+            and all("__slots__" in k.__dict__ or inspect.getattr_static(k, "__dict__", None) is not None
+                    for k in cls.__mro__[:-1]))
+
+
+def has_instance_dict(cls) -> bool:
+    return cls.__dictoffset__ != 0
