@@ -124,6 +124,20 @@ class UserFunctionValue(BaseFunctionValue):
         fn = self.fn
         if fn.__code__ is _TORCH_DISABLE_WRAPPER:
             raise Unsupported(f"{fn.__qualname__} is marked torch._disable_dynamo; it runs as Python")
+        if getattr(fn, "_kiln_disable", False) or getattr(fn, "_torchdynamo_disable", False):
+            # a method marked kiln.disable / torch.compiler.disable (functions reached as
+            # globals are refused when wrapped: callables.DisabledFunctionValue)
+            orig = getattr(fn, "_torchdynamo_orig_callable", None)
+            mod = getattr(orig, "__module__", "") or ""
+            if isinstance(orig, types.FunctionType) and (mod == "torch" or mod.startswith("torch.")) \
+                    and not getattr(fn, "_kiln_disable", False):
+                # torch.compile's own patch on a torch method (its TorchPatcher wraps every
+                # optimizer's _init_group once torch.compile has run): a limit of that
+                # tracer, not a user's request; Kiln traces the original
+                src = AttrSource(self.source, "_torchdynamo_orig_callable") if self.source else None
+                return tx.wrap(orig, src).call(tx, args, kwargs)
+            raise Unsupported(f"{fn.__qualname__} is excluded from compilation (kiln.disable / "
+                              f"torch.compiler.disable)")
         return super().call(tx, args, kwargs)
 
     def __init__(self, fn: types.FunctionType, source=None):
