@@ -56,8 +56,40 @@ def functional_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any
     except Exception as e:
         raise BackendError(f"the aten backend could not retrace a graph with make_fx: "
                            f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    _matmuls_of_transposes_as_linear(traced)
     check_functional(traced)
     return traced
+
+
+def _matmuls_of_transposes_as_linear(gm: torch.fx.GraphModule) -> None:
+    """``addmm(b, x, t_copy(w))`` / ``mm(x, t_copy(w))`` -> ``linear(x, w, b)``.
+
+    Functionalization turns the transposed view eager multiplies by (``w.t()`` in
+    ``nn.Linear``) into a contiguous copy, and BLAS then runs another kernel whose sums
+    round differently.  ``aten.linear`` is functional and runs eager's own
+    ``addmm(b, x, w.t())`` inside, so the graph stays view-free and the values eager's."""
+    aten = torch.ops.aten
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.kwargs or not (
+                (node.target is aten.addmm.default and len(node.args) == 3)
+                or (node.target is aten.mm.default and len(node.args) == 2)):
+            continue
+        bias, x, wt = (node.args if node.target is aten.addmm.default else (None, *node.args))
+        if not (isinstance(wt, torch.fx.Node) and wt.target is aten.t_copy.default):
+            continue
+        x_val, w_val = x.meta.get("val"), wt.args[0].meta.get("val") if isinstance(wt.args[0], torch.fx.Node) else None
+        if x_val is None or w_val is None or x_val.dim() != 2 or w_val.dim() != 2:
+            continue
+        with gm.graph.inserting_before(node):
+            args = (x, wt.args[0]) if bias is None else (x, wt.args[0], bias)
+            linear = gm.graph.call_function(aten.linear.default, args)
+        linear.meta = dict(node.meta)
+        node.replace_all_uses_with(linear)
+        gm.graph.erase_node(node)
+        if not wt.users:
+            gm.graph.erase_node(wt)
+    gm.graph.lint()
+    gm.recompile()
 
 
 def check_functional(gm: torch.fx.GraphModule) -> None:

@@ -256,6 +256,8 @@ class Codegen:
                 raise Unsupported("writing a closure variable of a function Kiln cannot locate")
             target = hold(self.source_expr(cell.source).rsplit(".cell_contents", 1)[0])
             writes.append(f"{target}.cell_contents = {hold(self.expr(value))}")
+        for fn, args in se.calls:
+            writes.append(f"{hold(self.expr(fn))}({', '.join(hold(self.expr(a)) for a in args)})")
         self.lines.extend(writes)
 
 

@@ -29,6 +29,7 @@ from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
 from .values.base import TracedException
 from .values.builder import wrap
+from .values.contexts import GradModeValue
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
 RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame where it happens
@@ -108,6 +109,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
             break_at, reason = index, e
             continue
         finally:
+            state.close_autocast(record=False)
             torch._C._set_grad_enabled(grad_before)
         break
     if outcome[0] == "return":
@@ -188,7 +190,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     if plan is not None and tracer.context_stack:
         # with-blocks that span the break are entered again by the glue (see WithExit);
         # outside them the mode is what it was before the outermost one was entered
-        final_grad = tracer.context_stack[0].prior
+        final_grad = next((c.prior for c in tracer.context_stack if isinstance(c, GradModeValue)), final_grad)
     if final_grad != state._initial_grad_mode:
         cg.lines.append(f"{cg.ref(torch._C._set_grad_enabled)}({final_grad})")
     if plan is None:
@@ -252,15 +254,16 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     # AOTAutograd and inductor see the same symbols (real tensors map to their symbolic fakes).
     # A graph holding higher-order operator bodies needs the same: torch's fake rule for
     # while_loop makes unbacked symbols, and inductor lowers map and scan to a while_loop
-    # whose body reads its counter with .item().  The capture is over, so its fake mode may
-    # now give scalar outputs (the trace itself breaks at .item(); torch.compile allows
-    # them under fullgraph).  For a backend with on-disk caches (inductor: AOTAutograd's
-    # and the FX graph cache), other graphs get a fresh fake mode holding static fakes of
-    # their inputs: the caches are bypassed without a shape environment ("No shape env"),
-    # and the capture's own fakes may have been changed in place by the trace.  Other
-    # backends keep AOTAutograd's own fake mode.
+    # whose body reads its counter with .item(); so does a graph that computes floats from
+    # tensor data (float ``item()`` in torch's optimizers): the backend's retrace needs a
+    # fake mode that makes them unbacked symbols, as the capture did.  The capture is over,
+    # so its fake mode may now give scalar outputs.  For a backend with on-disk caches
+    # (inductor: AOTAutograd's and the FX graph cache), other graphs get a fresh fake mode
+    # holding static fakes of their inputs: the caches are bypassed without a shape
+    # environment ("No shape env"), and the capture's own fakes may have been changed in
+    # place by the trace.  Other backends keep AOTAutograd's own fake mode.
     context = contextlib.nullcontext()
-    if builder.is_dynamic or builder.attrs:
+    if builder.is_dynamic or builder.attrs or builder.scalar_outputs:
         builder.fake_mode.allow_scalar_outputs = True
         context = tracing(TracingContext(builder.fake_mode))
     elif getattr(compiler.backend, "caches_compiled_graphs", False):

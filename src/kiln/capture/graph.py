@@ -76,6 +76,7 @@ class GraphBuilder:
         self.guard_locations: list = []   # user location at which each ShapeEnv guard was added
         self.attrs: dict = {}   # name -> subgraph GraphModule (bodies of higher-order operators)
         self.size_symbols: dict = {}   # size symbol -> (node, SymInt) reading it, for bodies (hops/subgraph.py)
+        self.scalar_outputs = False   # the graph computes Python floats from tensors (float item())
 
     @property
     def is_dynamic(self) -> bool:

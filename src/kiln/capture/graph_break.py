@@ -115,7 +115,9 @@ class BreakPlan:
         if isinstance(target, (UserFunctionValue, ModuleValue)) or (
                 isinstance(target, BoundMethodValue) and isinstance(target.func, UserFunctionValue)):
             self.stack_values[callable_slot] = _CompiledCallee(target, self.compiler)
-            self.callee_compiled = True
+            # a module with hooks runs as a whole, as Python (_CalleeCompiler): the break
+            # is this frame's to record
+            self.callee_compiled = not (isinstance(target, ModuleValue) and has_hooks(target.obj))
 
     def values(self) -> list:
         return self.at.order([v for v in self.stack_values if not isinstance(v, NullValue)], self.local_values)

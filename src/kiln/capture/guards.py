@@ -80,7 +80,10 @@ class GuardSet:
         if all(type(k) in (str, int) for k in keys):
             self.add("keys", source, f"list({{v}}) == {keys!r}", f"{source.describe()} has keys {keys!r}")
         else:
-            self.add("keys", source, f"list({{v}}) == {self.ns.ref(keys)}", f"{source.describe()} has the same keys")
+            # by identity: == on tensor keys (optimizer state) would compare values, and raise
+            ref = self.ns.ref(keys)
+            self.add("keys", source, f"len({{v}}) == {len(keys)} and all(a is b or (type(a) in (str, int) and a == b) "
+                     f"for a, b in zip({{v}}, {ref}))", f"{source.describe()} has the same keys")
 
     def tensor(self, source: Source, t: torch.Tensor, fake=None):
         """Type, dtype, device, requires_grad, and every size and stride that is static in

@@ -27,7 +27,9 @@ COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": ope
                ">=": operator.ge}
 _REFLECTED = {operator.add: "__radd__", operator.mul: "__rmul__", operator.sub: "__rsub__",
               operator.truediv: "__rtruediv__", operator.matmul: "__rmatmul__", operator.floordiv: "__rfloordiv__",
-              operator.mod: "__rmod__", operator.pow: "__rpow__", operator.and_: "__rand__", operator.or_: "__ror__"}
+              operator.mod: "__rmod__", operator.pow: "__rpow__", operator.and_: "__rand__", operator.or_: "__ror__",
+              # an ordering's reflection is its mirror (a < b tries b.__gt__(a))
+              operator.lt: "__gt__", operator.gt: "__lt__", operator.le: "__ge__", operator.ge: "__le__"}
 _DUNDER = {operator.add: "__add__", operator.sub: "__sub__", operator.mul: "__mul__", operator.truediv: "__truediv__",
            operator.matmul: "__matmul__", operator.eq: "__eq__", operator.ne: "__ne__", operator.lt: "__lt__",
            operator.le: "__le__", operator.gt: "__gt__", operator.ge: "__ge__", operator.getitem: "__getitem__",
@@ -232,6 +234,9 @@ def compare(tx, fn, a: Value, b: Value) -> Value:
         raise Unsupported(f"comparing {a.describe()} and {b.describe()}")
     if a.is_constant() and b.is_constant():
         return _fold(fn, a, b)
+    user = _user_dunder(tx, fn, a, b)
+    if user is not None:
+        return user
     raise Unsupported(f"ordering comparison of {a.describe()} and {b.describe()}")
 
 

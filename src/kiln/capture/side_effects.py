@@ -20,18 +20,21 @@ class SideEffects:
         self.new_objects: list = []
         self.in_hop: list = []            # stack of higher-order-operator scopes (see hops/)
         self.trace_local_ids: set = set()  # real objects made at trace time (copies): writes stay local
+        self.calls: list = []             # (callable value, argument values): calls replayed last
 
     def _check_allowed(self, what: str, target_is_new: bool = False):
         if self.in_hop and not target_is_new:
             raise self.in_hop[-1].mutation_error(what)
 
     # -- recording ----------------------------------------------------------------
-    def store_attr(self, obj_value, name: str, value):
-        local = id(obj_value.obj) in self.trace_local_ids
+    def store_attr(self, obj_value, name: str, value, real=None):
+        """``real`` is the object written to, when ``obj_value`` does not hold it (a tensor)."""
+        obj = obj_value.obj if real is None else real
+        local = id(obj) in self.trace_local_ids
         self._check_allowed(f"attribute {name!r} of {obj_value.describe()}", target_is_new=local)
-        if self.dict_mutated_as_container(obj_value.obj):
+        if self.dict_mutated_as_container(obj):
             raise Unsupported(f"setting {name!r} of {obj_value.describe()} after changing its __dict__ directly")
-        self.attr_writes[(id(obj_value.obj), name)] = (obj_value, name, value)
+        self.attr_writes[(id(obj), name)] = (obj_value, name, value)
 
     def dict_mutated_as_container(self, obj) -> bool:
         """Whether ``obj.__dict__`` itself was changed through a dict Value (``vars(o)[k] = v``):
@@ -77,13 +80,20 @@ class SideEffects:
         self._check_allowed(container.describe())
         self.mutated_containers[id(container)] = container
 
+    def replay_call(self, fn_value, args: list):
+        """A call into real Python state that the graph cannot make (leaving an autocast
+        entered before the frame began), replayed after the writes."""
+        self._check_allowed(fn_value.describe())
+        self.calls.append((fn_value, list(args)))
+
     def track_new(self, obj):
         self.new_objects.append(obj)
         if self.in_hop:
             self.in_hop[-1].created_ids.add(id(obj))
 
     def is_empty(self) -> bool:
-        return not (self.replayed_attr_writes() or self.global_writes or self.cell_writes or self.mutated_containers)
+        return not (self.replayed_attr_writes() or self.global_writes or self.cell_writes or self.mutated_containers
+                    or self.calls)
 
     def values(self) -> list:
         """Every Value the replay will need (to decide which tensors leave the graph)."""
@@ -92,4 +102,6 @@ class SideEffects:
         out += [v for (_, v) in self.cell_writes.values()]
         for c in self.mutated_containers.values():
             out += c.contents()
+        for fn, args in self.calls:
+            out += [fn, *args]
         return out

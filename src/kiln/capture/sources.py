@@ -154,6 +154,14 @@ class DictValuesSource(Source):
 
 
 @dataclass(frozen=True)
+class DictKeysSource(DictValuesSource):
+    """``list(base)[index]``: a non-literal key of a dict (a tensor keying optimizer state)."""
+
+    def _expr(self, ns):
+        return f"list({self.base_src.expr(ns)})[{self.index}]"
+
+
+@dataclass(frozen=True)
 class ClosureSource(Source):
     """The contents of cell ``index`` of a function's closure."""
     fn_src: Source

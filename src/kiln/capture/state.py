@@ -37,6 +37,7 @@ class CaptureState:
         self._initial_grad_mode = torch.is_grad_enabled()
         self._grad_mode_changed = False
         self._special = None
+        self.autocast_stack: list = []   # AutocastValues entered and not yet exited, innermost last
         self.guards.global_state()
 
     # -- object identity --------------------------------------------------------------
@@ -58,7 +59,8 @@ class CaptureState:
 
     def real_value(self, source):
         """Evaluate a source against the real arguments (for rare lazy reads)."""
-        return eval(source.expr(self.ns), {**self.ns.values}, self.real_locals)
+        # ``___fn``: the function being compiled, as the glue names it (closure sources)
+        return eval(source.expr(self.ns), {**self.ns.values, "___fn": self.fn}, self.real_locals)
 
     real_locals: dict = {}
 
@@ -75,8 +77,16 @@ class CaptureState:
             torch._C._set_grad_enabled(mode)
             self._grad_mode_changed = True
 
+    def close_autocast(self, record: bool):
+        """Leave every autocast the trace entered, innermost first: in the graph too when
+        ``record`` (the graph ends where the trace stopped, at a break inside the block),
+        else only at trace time (a trace abandoned by an error)."""
+        while self.autocast_stack:
+            self.autocast_stack.pop().close(self.builder if record else None)
+
     def restore_global_state(self):
-        """Put grad mode back after tracing (and close the graph's region)."""
+        """Put grad mode and autocast back after tracing (and close the graph's region)."""
+        self.close_autocast(record=True)
         if torch.is_grad_enabled() != self._initial_grad_mode:
             self.builder.raw(torch._C._set_grad_enabled, (self._initial_grad_mode,))
             torch._C._set_grad_enabled(self._initial_grad_mode)

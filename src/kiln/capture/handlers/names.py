@@ -120,7 +120,11 @@ def import_name(tx, ins):
     fromlist = tx.pop()
     level = tx.pop()
     if level.as_constant() != 0:
-        raise Unsupported("relative imports inside a compiled region")
+        # resolved against the importing module's package, as Python does; like an
+        # absolute import it runs at trace time (a module is imported once per process)
+        module = __import__(ins.argval, tx.f_globals, None, fromlist.as_constant(), level.as_constant())
+        tx.push(wrap(tx, module, None))
+        return
     name = ins.argval
     module = importlib.import_module(name)
     if not fromlist.as_constant():

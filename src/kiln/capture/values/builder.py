@@ -17,14 +17,14 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from ...exc import Unsupported
 from ..graph import SYMBOLIC_TYPES
-from ..sources import AttrSource, ConstSource, DictValuesSource, ItemSource, LocalSource
+from ..sources import AttrSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
-from .callables import wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
+from .callables import realize, wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
 from .container_subclasses import container_base, subclass_instance
-from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue
+from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue, key_of
+from .contexts import wrap_autocast_exit, wrap_grad_mode_exit
 from .deques import DequeValue
-from .contexts import wrap_grad_mode_exit
 from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, CachedFunctionValue, PartialValue, UserFunctionValue
 from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue, remaining_items
@@ -71,6 +71,13 @@ def wrap(tx, obj, source) -> Value:
     if t in _LITERALS:
         if guards is not None:
             return ConstantValue(obj, source, pending_guard=lambda: guards.constant(source, obj))
+        return ConstantValue(obj, source)
+    if isinstance(obj, str) and t is not str:
+        # a str subclass (``torch.__version__``, a TorchVersion): immutable, so a constant
+        # whose own methods run on the real object; guarded by type and value
+        if guards is not None:
+            guards.type_is(source, obj)
+            guards.constant(source, obj)
         return ConstantValue(obj, source)
     if isinstance(obj, _METADATA_CONSTANTS) or isinstance(obj, enum.Enum):
         if guards is not None:
@@ -122,7 +129,7 @@ def wrap(tx, obj, source) -> Value:
     if isinstance(obj, functools._lru_cache_wrapper):
         if guards is not None:
             guards.identity(source, obj, "function")
-        return state.remember(obj, CachedFunctionValue(obj, source))
+        return state.remember(obj, CachedFunctionValue(obj, source, realize))
     if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor) \
             and hasattr(torch.Tensor, obj.__name__):
         # ``x.add`` handed over a graph break: a new object on every call; traced as the
@@ -157,7 +164,7 @@ def wrap(tx, obj, source) -> Value:
                   for k, a in obj.keywords.items()}
         return PartialValue(func, args, kwargs, source, obj)
     if isinstance(obj, types.MethodType):
-        special = wrap_grad_mode_exit(tx, obj, source)
+        special = wrap_grad_mode_exit(tx, obj, source) or wrap_autocast_exit(tx, obj, source)
         if special is not None:
             return special
         if guards is not None:
@@ -212,7 +219,10 @@ def _wrap_dict(tx, obj: dict, source) -> Value:
             src = ItemSource(source, k) if source is not None else None
         else:
             src = DictValuesSource(source, i) if source is not None else None
-            key_values[k] = wrap(tx, k, None)
+            kv = wrap(tx, k, DictKeysSource(source, i) if source is not None else None)
+            # keyed as lookups will key it: a tensor key by its Value's identity
+            k = key_of(kv)
+            key_values[k] = kv
         items[k] = wrap(tx, val, src)
     factory = None
     if type(obj) is collections.defaultdict and obj.default_factory is not None:

@@ -10,6 +10,7 @@ import collections
 import functools
 import math
 import operator
+import types
 
 import torch
 
@@ -52,6 +53,17 @@ class BuiltinValue(Value):
             except AttributeError:
                 pass
         raise Unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def getitem(self, tx, key):
+        """``list[Tensor]``, ``dict[str, int]``: a type annotation made at run time
+        (``typing.cast(list[Tensor], x)``), a constant alias of real classes."""
+        if isinstance(self.fn, type) and hasattr(self.fn, "__class_getitem__"):
+            parts = key.items if isinstance(key, TupleValue) else [key]
+            real = [getattr(p, "real_object", lambda: None)() if not isinstance(p, ConstantValue) else p.value
+                    for p in parts]
+            if all(r is None or isinstance(r, type) or isinstance(r, types.GenericAlias) for r in real):
+                return const(self.fn[tuple(real) if isinstance(key, TupleValue) else real[0]])
+        return super().getitem(tx, key)
 
     def reconstruct(self, cg):
         return cg.ref(self.fn)

@@ -17,12 +17,14 @@ from ...markers import UNBOUND, CompiledFunctionBase, graph_break, is_disabled
 from ..sources import AttrSource
 from .base import ConstantMethodValue, ConstantValue, Value, const
 from .builtins import BUILTINS, BuiltinValue
-from .contexts import GradModeClassValue, GradModeValue
+from .contexts import (ANNOTATION_CONTEXTS, AnnotationContextClassValue, AutocastClassValue, GradModeClassValue,
+                       GradModeValue, is_autocast_class, wrap_autocast_object)
 from .containers import DictValue, ListValue
-from .functions import BoundMethodValue
+from .functions import BoundMethodValue, UserFunctionValue
 from .new_objects import ReplayedObjectValue
 from .objects import ClassValue
-from .tensor import graph_call, makes_autograd_leaf
+from .tensor import graph_argument, graph_call, makes_autograd_leaf
+from .tensor_metadata import tensor_metadata_functions
 
 
 def _torch_owned(obj) -> bool:
@@ -40,7 +42,11 @@ def _torch_owned(obj) -> bool:
 
 
 # torch Python functions that Kiln inlines instead of recording as one op
-_INLINE_TORCH_MODULES = ("torch.utils._contextlib", "torch.nn.modules.", "torch.utils._pytree")
+# (optimizers, gradient clipping, parametrizations, distributions: they work on objects
+# and on state fakes do not carry, such as ``.grad``, so they are not single ops)
+_INLINE_TORCH_MODULES = ("torch.utils._contextlib", "torch.nn.modules.", "torch.utils._pytree", "torch.optim.",
+                         "torch.nn.utils.", "torch.utils._foreach_utils", "torch.distributions.")
+
 
 
 def wrap_python_function(tx, fn: types.FunctionType, source):
@@ -72,6 +78,10 @@ def wrap_class(tx, cls: type, source):
         return BuiltinValue(cls, source)
     if cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode):
         return GradModeClassValue(cls, source)
+    if cls in ANNOTATION_CONTEXTS:
+        return AnnotationContextClassValue(cls, source)
+    if is_autocast_class(cls):
+        return AutocastClassValue(cls, source)
     return ClassValue(cls, source)
 
 
@@ -85,7 +95,7 @@ def wrap_special_object(tx, obj, source):
         return None
     if isinstance(obj, (torch.no_grad, torch.enable_grad)):
         return GradModeValue(isinstance(obj, torch.enable_grad))
-    return None
+    return wrap_autocast_object(tx, obj, source)
 
 
 def _hashable(x) -> bool:
@@ -120,6 +130,11 @@ class TorchFunctionValue(RealCallableValue):
         return f"torch function {getattr(self.fn, '__qualname__', self.fn)}"
 
     def call(self, tx, args, kwargs):
+        if isinstance(self.fn, types.FunctionType) and not all(map(graph_argument, [*args, *kwargs.values()])):
+            # a Python function of torch handed modules, generators or other objects
+            # (clip_grad_norm_(model.parameters()), an optimizer's step, parametrizations)
+            # is not an op: its body is traced like user code
+            return UserFunctionValue(self.fn, self.source).call(tx, args, kwargs)
         if any(isinstance(getattr(a, "obj", None), torch.nn.Module) for a in args):
             raise Unsupported(f"{getattr(self.fn, '__name__', self.fn)} called with an nn.Module argument")
         if self.fn in _AUTOGRAD_ENGINE_CALLS:
@@ -134,7 +149,13 @@ class TorchFunctionValue(RealCallableValue):
             # these would change (or read) the real process state at trace time
             raise Unsupported(f"{self.describe()} reads or changes torch's global state (RNG, autocast, "
                               f"defaults); it runs as Python")
-        return graph_call(tx, "call_function", self.fn, list(args), dict(kwargs))
+        result = graph_call(tx, "call_function", self.fn, list(args), dict(kwargs))
+        if isinstance(self.fn, types.FunctionType) and result.is_constant() and result.as_constant() is None:
+            # a Python function returning None was called for what it does, which the
+            # fakes may not show (``_clip_grads_with_norm_`` scales ``p.grad``, absent on
+            # fakes); dropping the node would drop that, so its body is traced instead
+            return UserFunctionValue(self.fn, self.source).call(tx, args, kwargs)
+        return result
 
     def getattr(self, tx, name):
         try:
@@ -230,6 +251,28 @@ class ConstantFunctionValue(Value):
         return const(self.result(*real_args, **real_kwargs))
 
 
+def caller_module(tx) -> str:
+    """The ``__name__`` of the module whose code makes the current call."""
+    g = getattr(tx, "f_globals", None)
+    return g.get("__name__", "") if isinstance(g, dict) else ""
+
+
+def in_torch_code(tx) -> bool:
+    name = caller_module(tx)
+    return name == "torch" or name.startswith("torch.")
+
+
+class IsCompilingValue(ConstantFunctionValue):
+    """``torch.compiler.is_compiling()``: True for user code, which asks to steer around
+    what a compiler cannot capture; eager's False inside torch's own code, whose
+    compiling branches serve torch.compile's backends and change results (an optimizer's
+    step count kept as a float32 tensor instead of eager's Python float, grouping left to
+    inductor).  Kiln traces eager's branches there, so results stay eager's bit for bit."""
+
+    def call(self, tx, args, kwargs):
+        return const(not in_torch_code(tx))
+
+
 class InferenceModeQueryValue(ConstantFunctionValue):
     """``torch.is_inference_mode_enabled()``: the innermost ``inference_mode`` block being
     traced decides (Kiln traces those blocks as no_grad), else the real mode."""
@@ -267,6 +310,11 @@ class GraphBreakFunctionValue(Value):
         return self.fn
 
     def call(self, tx, args, kwargs):
+        if self.fn is not graph_break and in_torch_code(tx):
+            # torch's own ``torch._dynamo.graph_break()`` calls (around an optimizer's
+            # step) shape the graphs torch.compile hands AOTAutograd; they change nothing
+            # a program computes, and Kiln honours only the breaks its users ask for
+            return const(None)
         raise Unsupported("explicit graph break (kiln.graph_break())")
 
 
@@ -354,8 +402,8 @@ def trace_time_functions() -> dict:
 def torch_special_functions() -> dict:
     """Functions with a fixed meaning while Kiln traces."""
     table = {
-        torch.compiler.is_compiling: ConstantFunctionValue(torch.compiler.is_compiling, True),
-        torch.compiler.is_dynamo_compiling: ConstantFunctionValue(torch.compiler.is_dynamo_compiling, True),
+        torch.compiler.is_compiling: IsCompilingValue(torch.compiler.is_compiling, True),
+        torch.compiler.is_dynamo_compiling: IsCompilingValue(torch.compiler.is_dynamo_compiling, True),
         torch.jit.is_scripting: ConstantFunctionValue(torch.jit.is_scripting, False),
         torch.jit.is_tracing: ConstantFunctionValue(torch.jit.is_tracing, False),
         torch._C._get_tracing_state: ConstantFunctionValue(torch._C._get_tracing_state, None),
@@ -369,6 +417,7 @@ def torch_special_functions() -> dict:
     }
     table.pop(torch.is_tensor)
     table.update(trace_time_functions())
+    table.update(tensor_metadata_functions())
     table[graph_break] = GraphBreakFunctionValue(graph_break)
     # Code written for torch.compile may call torch._dynamo's markers; Kiln never
     # imports torch._dynamo itself, it only recognises them if the user already did.
@@ -377,10 +426,10 @@ def torch_special_functions() -> dict:
         if hasattr(dyn, "graph_break"):
             table[dyn.graph_break] = GraphBreakFunctionValue(dyn.graph_break)
         if hasattr(dyn, "is_compiling"):
-            table[dyn.is_compiling] = ConstantFunctionValue(dyn.is_compiling, True)
+            table[dyn.is_compiling] = IsCompilingValue(dyn.is_compiling, True)
     ext = sys.modules.get("torch._dynamo.external_utils")
     if ext is not None and hasattr(ext, "is_compiling"):
-        table[ext.is_compiling] = ConstantFunctionValue(ext.is_compiling, True)
+        table[ext.is_compiling] = IsCompilingValue(ext.is_compiling, True)
     for modname, names in (("torch.compiler", ("is_exporting",)), ("torch.onnx", ("is_in_onnx_export",))):
         mod = __import__(modname, fromlist=["_"])
         for n in names:

@@ -126,8 +126,33 @@ class BaseFunctionValue(Value):
         raise Unsupported(f"attribute {name!r} of a function")
 
 
+# ``torch._disable_dynamo(fn)``'s wrapper: torch's own "run this as Python" mark (DDP's
+# ``_inside_ddp_forward`` must really set the active module; ``Optimizer.zero_grad``)
+_TORCH_DISABLE_WRAPPER = torch._disable_dynamo(lambda: None).__code__
+
+
 class UserFunctionValue(BaseFunctionValue):
     """A real Python function object that existed before tracing."""
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        if fn.__code__ is _TORCH_DISABLE_WRAPPER:
+            raise Unsupported(f"{fn.__qualname__} is marked torch._disable_dynamo; it runs as Python")
+        if getattr(fn, "_kiln_disable", False) or getattr(fn, "_torchdynamo_disable", False):
+            # a method marked kiln.disable / torch.compiler.disable (functions reached as
+            # globals are refused when wrapped: callables.DisabledFunctionValue)
+            orig = getattr(fn, "_torchdynamo_orig_callable", None)
+            mod = getattr(orig, "__module__", "") or ""
+            if isinstance(orig, types.FunctionType) and (mod == "torch" or mod.startswith("torch.")) \
+                    and not getattr(fn, "_kiln_disable", False):
+                # torch.compile's own patch on a torch method (its TorchPatcher wraps every
+                # optimizer's _init_group once torch.compile has run): a limit of that
+                # tracer, not a user's request; Kiln traces the original
+                src = AttrSource(self.source, "_torchdynamo_orig_callable") if self.source else None
+                return tx.wrap(orig, src).call(tx, args, kwargs)
+            raise Unsupported(f"{fn.__qualname__} is excluded from compilation (kiln.disable / "
+                              f"torch.compiler.disable)")
+        return super().call(tx, args, kwargs)
 
     def __init__(self, fn: types.FunctionType, source=None):
         self.fn = fn
@@ -290,10 +315,13 @@ class CachedFunctionValue(Value):
     The difference left is the statistics: compiled calls do not count as hits or misses.
     """
 
-    def __init__(self, fn, source=None):
+    def __init__(self, fn, source=None, realize=None):
         self.fn = fn
         self.source = source
         self.calls: dict = {}       # argument key -> result Value, for this capture
+        # turns an argument Value into the real object it stands for (a module, a logger,
+        # a class): ``callables.realize``, passed in by the builder to keep the layers
+        self.realize = realize
 
     def real_object(self):
         return self.fn
@@ -320,8 +348,7 @@ class CachedFunctionValue(Value):
                 raise Unsupported(f"{self.describe()} returned a mutable {type(result).__name__}")
             return tx.wrap(result, None)
         if not all(isinstance(v, ConstantValue) and is_literal(v.value) or _is_tensor_value(v) for v in values):
-            raise Unsupported(f"{self.describe()} called with arguments that are not constants or tensors "
-                              f"(it runs as Python)")
+            return self._call_with_real_objects(tx, args, kwargs)
         key = tuple((k, v.value if isinstance(v, ConstantValue) else id(v))
                     for k, v in [*enumerate(args), *sorted(kwargs.items())])
         if key not in self.calls:
@@ -333,6 +360,38 @@ class CachedFunctionValue(Value):
                                   f"only (it runs as Python)")
             self.calls[key] = result
         return self.calls[key]
+
+    def _call_with_real_objects(self, tx, args, kwargs):
+        """Arguments that stand for real objects (``logger.warning_once(msg)``: the logger):
+        the real wrapper is called at trace time, as eager would call it first, so the
+        body runs when eager's would and the cache holds what eager's would; the result
+        is a constant (or the cached object itself).  Anything else runs as Python."""
+        if self.realize is None:
+            raise Unsupported(f"{self.describe()} called with arguments that are not constants or tensors")
+        try:
+            real_args = [self._real(a, tx) for a in args]
+            real_kwargs = {k: self._real(v, tx) for k, v in kwargs.items()}
+        except Unsupported:
+            raise Unsupported(f"{self.describe()} called with arguments that are not real objects "
+                              f"(it runs as Python)") from None
+        if any(isinstance(a, torch.Tensor) for a in [*real_args, *real_kwargs.values()]):
+            raise Unsupported(f"{self.describe()} called with a tensor among other objects (it runs as Python)")
+        try:
+            hash((tuple(real_args), tuple(real_kwargs.items())))
+        except TypeError:
+            raise Unsupported(f"{self.describe()} called with unhashable arguments (eager raises)") from None
+        try:
+            result = self.fn(*real_args, **real_kwargs)
+        except Exception as e:   # not cached: eager raises it on every call
+            raise Unsupported(f"{self.describe()} raised {type(e).__name__} at trace time") from e
+        return tx.wrap(result, None)
+
+    def _real(self, v: Value, tx):
+        """A constant (a tuple of them made in the frame too), or the real object ``v`` is."""
+        try:
+            return v.as_constant()
+        except Unsupported:
+            return self.realize(v, tx)
 
     def reconstruct(self, cg):
         return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)

@@ -8,6 +8,8 @@ runs when Python would run it, interleaved correctly with the consumer.
 """
 from __future__ import annotations
 
+import inspect
+
 from ...exc import Unsupported
 from .base import const
 from .iterators import IteratorValue
@@ -17,6 +19,7 @@ class GeneratorValue(IteratorValue):
     def __init__(self, tracer):
         super().__init__([])
         self.tracer = tracer       # a child Tracer stopped before its next instruction
+        self.arguments = dict(tracer.locals)   # as bound by the call that made it
 
     def describe(self):
         return f"generator {self.tracer.code.co_qualname}"
@@ -44,4 +47,22 @@ class GeneratorValue(IteratorValue):
         return []
 
     def reconstruct(self, cg):
-        raise Unsupported(f"{self.describe()} is suspended inside the compiled region and cannot be rebuilt")
+        """A generator not started yet (``m.parameters()`` handed to a callee that breaks
+        before iterating it) is made again by calling its function with the same
+        arguments: calling a generator function runs none of its body, so the new one is
+        indistinguishable from the traced one.  A started one holds a suspended frame."""
+        fn = self.tracer.fn_value
+        if self.tracer.ip != 0 or fn is None:
+            raise Unsupported(f"{self.describe()} is suspended inside the compiled region and cannot be rebuilt")
+        code = self.tracer.code
+        names = code.co_varnames
+        npos, nkw = code.co_argcount, code.co_kwonlyargcount
+        parts = [cg.expr(self.arguments[n]) for n in names[:npos]]
+        i = npos + nkw
+        if code.co_flags & inspect.CO_VARARGS:
+            parts.append(f"*{cg.expr(self.arguments[names[i]])}")
+            i += 1
+        parts += [f"{n}={cg.expr(self.arguments[n])}" for n in names[npos:npos + nkw]]
+        if code.co_flags & inspect.CO_VARKEYWORDS:
+            parts.append(f"**{cg.expr(self.arguments[names[i]])}")
+        return f"{cg.expr(fn)}({', '.join(parts)})"

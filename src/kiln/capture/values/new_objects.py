@@ -34,13 +34,20 @@ class NewObjectValue(DunderProtocol, Value):
             return self.attrs[name]
         if name == "__class__":
             return tx.wrap(self.cls, None)
-        if name == "__dict__":
+        if name == "__dict__" and self.cls.__dictoffset__ != 0:
             return DictValue(self.attrs)
         owner, raw = lookup_class_attr(self.cls, name)
+        if isinstance(raw, types.MemberDescriptorType):
+            raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")   # an unset slot
         if raw is not None:
             bound = bind_class_attr(tx, owner, raw, self, name)
             if bound is not None:
                 return bound
+            get = getattr(type(raw), "__get__", None)
+            if isinstance(get, types.FunctionType):
+                # a descriptor written in Python (torch.distributions' lazy_property):
+                # its __get__ runs for this instance, traced like any method
+                return tx.wrap(get, None).call(tx, [tx.wrap(raw, None), self, tx.wrap(self.cls, None)], {})
             return tx.wrap(getattr(self.cls, name), None)
         raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
 

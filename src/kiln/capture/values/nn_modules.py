@@ -1,5 +1,6 @@
 """``nn.Module`` values: modules that existed before tracing (calls inline ``forward``,
-hooks are refused), and stateless ``torch.nn`` modules built in the frame.
+or nn.Module's own call path when forward hooks are registered; backward hooks are
+refused), and stateless ``torch.nn`` modules built in the frame.
 
 ``CrossEntropyLoss(ignore_index=-100)`` built in a model's ``forward`` (as Hugging Face
 heads do) used to be a graph break.  A ``torch.nn`` module built from constant
@@ -30,8 +31,15 @@ def has_hooks(mod: torch.nn.Module) -> bool:
                 or g._global_forward_pre_hooks or g._global_backward_hooks or g._global_backward_pre_hooks)
 
 
+def has_backward_hooks(mod: torch.nn.Module) -> bool:
+    g = torch.nn.modules.module
+    return bool(mod._backward_hooks or getattr(mod, "_backward_pre_hooks", None) or g._global_backward_hooks
+                or g._global_backward_pre_hooks)
+
+
 class ModuleValue(ObjectValue):
-    """An ``nn.Module`` instance; its calls inline ``forward`` (hooks are refused)."""
+    """An ``nn.Module`` instance; its calls inline ``forward``, or ``Module._call_impl``
+    when forward hooks are registered (backward hooks are refused)."""
 
     def describe(self):
         where = self.source.describe() if self.source is not None else "?"
@@ -57,13 +65,18 @@ class ModuleValue(ObjectValue):
 
     def call(self, tx, args, kwargs):
         mod = self.obj
-        if (mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
-                or getattr(mod, "_forward_hooks_with_kwargs", None) or getattr(mod, "_backward_pre_hooks", None)):
-            raise Unsupported(f"{type(mod).__name__} has forward/backward hooks; Kiln does not inline module hooks yet")
         g = torch.nn.modules.module
-        if (g._global_forward_hooks or g._global_forward_pre_hooks or g._global_backward_hooks
-                or g._global_backward_pre_hooks):
-            raise Unsupported("global nn.Module hooks are registered; Kiln does not inline module hooks yet")
+        if has_backward_hooks(mod):
+            # they wrap the call's inputs and outputs in autograd nodes (BackwardHook) that
+            # call Python during backward(): made in Python, around the module's call
+            raise Unsupported(f"{type(mod).__name__} has backward hooks (or global ones are registered); "
+                              f"the module runs as Python")
+        if mod._forward_hooks or mod._forward_pre_hooks or g._global_forward_hooks or g._global_forward_pre_hooks:
+            # forward hooks are Python: nn.Module's own call path is traced, hooks and all;
+            # it reads every hook dict (the module's and the global ones) through its
+            # source, so adding or removing a hook changes a guarded key and recompiles
+            call_impl = tx.wrap(torch.nn.Module._call_impl, None)
+            return call_impl.call(tx, [self, *args], kwargs)
         guards = tx.state.guards
         # one check per module (and one for the global registries), not one per hook dict:
         # these run on every call

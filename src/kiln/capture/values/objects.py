@@ -19,6 +19,7 @@ from .attributes import (DELETED, CMethodValue, attr_source, attribute_store_mod
                          callable_name, custom_setattr, has_custom_getattribute, is_trusted_module,
                          lookup_class_attr, pending_write)
 from .base import AttributeMissing, TracedException, Value, const
+from .containers import ListValue
 from .functions import BoundMethodValue, UserFunctionValue
 from ..sources import AttrSource, ConstSource, ItemSource
 
@@ -249,6 +250,8 @@ class ClassValue(ObjectValue):
         if pending is not None:
             return pending
         cls = self.obj
+        if name == "__subclasses__" and type(cls) in (type, abc.ABCMeta):
+            return SubclassesValue(self)
         owner, raw = lookup_class_attr(cls, name)
         if isinstance(raw, classmethod):
             return BoundMethodValue(tx.wrap(raw.__func__, None), self)
@@ -267,6 +270,28 @@ class ClassValue(ObjectValue):
 
     def call(self, tx, args, kwargs):
         return tx.construct(self, args, kwargs)
+
+
+class SubclassesValue(Value):
+    """``cls.__subclasses__`` (einops finds its backends so): the answer is a fact of the
+    process, read at trace time and guarded (a class defined later recompiles); each
+    call returns a new list, as Python's does."""
+
+    def __init__(self, cls_value):
+        self.cls_value = cls_value
+
+    def describe(self):
+        return f"{self.cls_value.obj.__qualname__}.__subclasses__"
+
+    def call(self, tx, args, kwargs):
+        if args or kwargs:
+            raise Unsupported(f"{self.describe()}() takes no arguments")
+        cls = self.cls_value.obj
+        subclasses = cls.__subclasses__()
+        ns = tx.state.ns
+        tx.state.guards.add("global_state", None, f"{ns.ref(cls)}.__subclasses__() == {ns.ref(subclasses)}",
+                            f"{cls.__qualname__} has the same subclasses")
+        return ListValue([tx.wrap(c, None) for c in subclasses])
 
 
 class PythonModuleValue(ObjectValue):

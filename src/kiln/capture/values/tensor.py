@@ -10,6 +10,8 @@ from __future__ import annotations
 import operator
 
 import torch
+from torch._subclasses.fake_tensor import DataDependentOutputException
+from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ... import trace
 from ...exc import Unsupported
@@ -86,7 +88,11 @@ class TensorValue(Value):
             return graph_call(tx, "call_method", "detach", [self], {})
         if name == "grad":
             if self.source is not None:
-                return tx.wrap(tx.state.real_value(self.source).grad, AttrSource(self.source, "grad"))
+                real = tx.state.real_value(self.source)
+                pending = tx.state.side_effects.pending_attr(real, "grad")
+                if pending is not None:
+                    return pending
+                return tx.wrap(real.grad, AttrSource(self.source, "grad"))
             raise Unsupported("reading .grad of a tensor computed inside the compiled region")
         # data-dependent and unsupported methods refuse when called, so that a graph
         # break lands on the CALL (resumable), not on LOAD_METHOD
@@ -97,7 +103,21 @@ class TensorValue(Value):
         raise AttributeMissing(f"Tensor has no attribute {name!r}")
 
     def setattr(self, tx, name, value):
+        if name == "grad" and self.source is not None and self._fits_grad(value):
+            # ``p.grad = None`` (zero_grad) or a gradient of p's own layout: a Python write,
+            # replayed by the glue after the graph like any attribute write; later reads in
+            # the trace see it
+            tx.state.side_effects.store_attr(self, name, value, real=tx.state.real_value(self.source))
+            return
         raise Unsupported(f"setting Tensor.{name} inside a compiled region is not supported yet")
+
+    def _fits_grad(self, value) -> bool:
+        """What eager's ``.grad`` setter accepts without raising: None, or a tensor of
+        this tensor's size, dtype and device."""
+        if isinstance(value, ConstantValue):
+            return value.value is None
+        return isinstance(value, TensorValue) and value.fake.shape == self.fake.shape \
+            and value.fake.dtype == self.fake.dtype and value.fake.device == self.fake.device
 
     # -- protocols ------------------------------------------------------------------
     def truth(self, tx):
@@ -180,6 +200,9 @@ class TensorMethodValue(Value):
                 return t.dim_size(tx, real_args[0]) if real_args else t.shape_value(tx)
             # numel(), stride(), is_contiguous()... of a tensor with symbolic sizes: in the graph
             return graph_call(tx, "call_method", name, [t, *args], kwargs)
+        if name == "item" and not args and not kwargs and t.fake.is_floating_point() and t.fake.numel() == 1 \
+                and not _is_symbolic(t.fake.shape) and _torch_caller(tx):
+            return _float_item(tx, t)
         if name in DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
         if name in UNSUPPORTED_METHODS:
@@ -232,7 +255,13 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     node_kwargs, fake_kwargs = {}, {}
     for k, v in kwargs.items():
         node_kwargs[k], fake_kwargs[k] = _lower(tx, v)
-    node, result = state.builder.call(kind, target, tuple(node_args), node_kwargs, tuple(fake_args), fake_kwargs)
+    try:
+        node, result = state.builder.call(kind, target, tuple(node_args), node_kwargs, tuple(fake_args), fake_kwargs)
+    except Unsupported as e:
+        converted = _scalar_kwargs_as_numbers(tx, kind, target, kwargs, e)
+        if converted is None:
+            raise
+        return graph_call(tx, kind, target, args, converted)
     trace.note_origin(node, tx)
     mutating = (kind == "call_method" and target.endswith("_") and not target.startswith("__")) \
         or target in _KEEP_EVEN_WITHOUT_OUTPUT or kwargs.get("out") is not None
@@ -293,6 +322,79 @@ def _is_symbolic(value) -> bool:
     if isinstance(value, SYMBOLIC_TYPES):
         return True
     return isinstance(value, tuple) and any(isinstance(v, SYMBOLIC_TYPES) for v in value)
+
+
+def _torch_caller(tx) -> bool:
+    g = getattr(tx, "f_globals", None)
+    name = g.get("__name__", "") if isinstance(g, dict) else ""
+    return name == "torch" or name.startswith("torch.")
+
+
+def _float_item(tx, t: TensorValue) -> Value:
+    """``t.item()`` of a floating tensor: a Python float computed by the graph.
+
+    Used where torch itself reads a number from a tensor: in torch's own code (an
+    optimizer's ``_get_value(step)``, traced on eager's branch of ``is_compiling()``) and
+    where an op would read a 0-d tensor given as a number (``_scalar_kwargs_as_numbers``).
+    ``item()`` in user code stays a graph break (the result usually feeds Python).
+
+    It is a symbol with no value at trace time (the ShapeEnv's "unbacked" float): Python
+    arithmetic on it is recorded and runs on the real float (so ``lr / (1 - beta1 ** step)``
+    in an optimizer rounds as eager's Python floats do), it can be handed to ops as a
+    scalar argument, and anything that needs its value in Python (a branch, a constant)
+    cannot be decided and becomes a graph break.  Integer and boolean ``item()`` stay
+    breaks: as sizes they would make shapes data-dependent."""
+    builder = tx.state.builder
+    builder.fake_mode.allow_scalar_outputs = True
+    try:
+        out = graph_call(tx, "call_method", "item", [t], {})
+    finally:
+        builder.fake_mode.allow_scalar_outputs = False
+    if not isinstance(out, SymNodeValue):
+        return out   # the fake knew the value (a tensor made from a constant in the frame)
+    builder.scalar_outputs = True   # backends trace it with this fake mode (compile_frame)
+    # the new symbol is bound to this node, as torch's tracers do (a pending unbound
+    # symbol would trip the backend's retrace)
+    bindings = compute_unbacked_bindings(builder.shape_env, out.fake)
+    if bindings:
+        out.node.meta["unbacked_bindings"] = bindings
+    return out
+
+
+def _scalar_kwargs_as_numbers(tx, kind, target, kwargs: dict, error):
+    """A 0-d floating tensor passed as a number argument (``p.addcdiv_(a, b, value=-lr /
+    bc)`` with a tensor learning rate): the op reads it with ``item()``, which fakes
+    cannot answer.  Kiln makes that ``item()`` explicit (a float computed by the graph,
+    ``_float_item``), so the op gets the same number.  Only keyword arguments that
+    torch's schema for the op types ``Scalar`` are converted; None means nothing to do."""
+    if not isinstance(error.__cause__, DataDependentOutputException):
+        return None
+    name = target if kind == "call_method" else getattr(target, "__name__", "")
+    packet = getattr(torch.ops.aten, name, None) if isinstance(name, str) else None
+    if packet is None:
+        return None
+    scalar_names = {a.name for ov in packet.overloads() for a in getattr(packet, ov)._schema.arguments
+                    if str(a.type) in ("Scalar", "number")}
+    out, changed = dict(kwargs), False
+    for k, v in kwargs.items():
+        if k in scalar_names and isinstance(v, TensorValue) and v.fake.dim() == 0 and v.fake.is_floating_point():
+            out[k] = _float_item(tx, v)
+            changed = changed or not isinstance(out[k], TensorValue)
+    return out if changed else None
+
+
+def graph_argument(v: Value) -> bool:
+    """Whether ``_lower`` can put ``v`` into a graph op (tensors, numbers, constants and
+    containers of them); anything else makes a torch Python function traced instead."""
+    if isinstance(v, (TensorValue, SymNodeValue, ConstantValue)):
+        return True
+    if isinstance(v, (TupleValue, ListValue)):
+        return all(graph_argument(i) for i in v.items)
+    if isinstance(v, SliceValue):
+        return all(graph_argument(p) for p in (v.start, v.stop, v.step))
+    if isinstance(v, DictValue):
+        return all(graph_argument(i) for i in v.items.values())
+    return getattr(v, "graph_constant", None) is not None
 
 
 def _lower(tx, v: Value):
