@@ -312,3 +312,23 @@ def test_unused_random_op_advances_the_generator(backend, recwarn):
         same(expected, got)
         torch.testing.assert_close(c_rng, e_rng, rtol=0, atol=0)
     assert not [w for w in recwarn if "kiln" in str(w.message)]   # no backend fell back
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_op_on_an_input_that_raises_keeps_earlier_side_effects(backend):
+    # the graph mutates an input, but the failing op is that mutation: no input changed
+    # before the error, so the frame can run as Python (versions are compared to know)
+    def f(x, box):
+        box.append(len(box))
+        x.expand(2, *x.shape).clamp_(min=0)     # eager: RuntimeError (overlapping memory)
+        return x
+    compiled = kiln.compile(f, backend=backend)
+    for x in (torch.randn(3), torch.randn(4)):
+        results = []
+        for fn in (f, compiled):
+            box, arg = [], x.clone()
+            with pytest.raises(RuntimeError, match="more than one element"):
+                fn(arg, box)
+            results.append((box, arg))
+        assert results[0][0] == results[1][0]
+        torch.testing.assert_close(results[0][1], results[1][1])

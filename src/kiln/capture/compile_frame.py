@@ -22,7 +22,7 @@ from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import (RngSnapshot, draws_random_numbers, functional_backend, is_random_op, mutates_inputs,
+from .graph_errors import (RngSnapshot, draws_random_numbers, functional_backend, is_random_op, mutated_inputs,
                            run_frame_as_python)
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
@@ -180,10 +180,12 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         graph_ref = cg.ref(compiled)
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
         call = f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})"
-        if functional_backend(compiler.backend) or not mutates_inputs([n for n, _, _ in live]):
-            _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm))
-        else:
+        mutated = set() if functional_backend(compiler.backend) else mutated_inputs([n for n, _, _ in live])
+        if mutated is None:             # an input without a version counter may change
             cg.lines.append(call)
+        else:
+            watched = [cg.source_expr(s) for n, s, _ in live if n in mutated]
+            _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched)
         cg.realias_outputs(needed)
         metrics.graphs += 1
         metrics.ops += op_count
@@ -236,13 +238,22 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
                  {"break": plan})
 
 
-def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool):
+def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watched: list):
     """The graph call inside ``try``: if the graph raises, the frame runs as Python from
-    its start (``graph_errors``), so eager's side effects before the failing op happen."""
+    its start (``graph_errors``), so eager's side effects before the failing op happen.
+    ``watched``: inputs the graph changes in place as it runs (a backend that runs it op by
+    op); their versions are read before the call, and if one moved before the error the
+    frame cannot be re-run (the change would apply twice): the error is raised."""
     if random:
         cg.lines.append(f"___rng = {cg.ref(RngSnapshot)}()")
-    cg.lines += ["try:", f"    {call}", "except Exception as ___graph_error:",
-                 "    # the graph raised: the frame runs as Python, with eager's side effects and error",
+    versions = "(" + "".join(f"{w}._version, " for w in watched) + ")"
+    if watched:
+        cg.lines.append(f"___versions = {versions}")
+    cg.lines += ["try:", f"    {call}", "except Exception as ___graph_error:"]
+    if watched:
+        cg.lines += [f"    if {versions} != ___versions:",
+                     "        raise    # an input was already changed in place: not re-run"]
+    cg.lines += ["    # the graph raised: the frame runs as Python, with eager's side effects and error",
                  f"    return {cg.ref(run_frame_as_python)}(___graph_error, {grad_mode}, "
                  f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
 

@@ -8,9 +8,10 @@ re-raising would be a silently different program.  So the glue calls the graph i
 ``try``; on an exception it puts back the state the graph may have changed (grad mode,
 the random generators when the graph draws from them) and runs the frame's own code as
 Python from its start, which applies exactly eager's side effects and raises eager's
-error.  This is sound only when the failed graph changed no input: the glue does it
-when the graph mutates no input tensor, or when the backend applies input mutations
-only after every op has run (AOTAutograd's functional graphs; ``functional_backend``).
+error.  This is sound only when the failed graph changed no input: the backend applies
+input mutations only after every op has run (AOTAutograd's functional graphs;
+``functional_backend``), or the inputs the graph mutates kept their version counters
+until the error (read before the call; compared in the handler).
 
 If the Python run does not raise, the graph raised where eager does not (a backend
 bug): the result is eager's and a ``BackendFallbackWarning`` says so, or with
@@ -34,17 +35,21 @@ def functional_backend(backend) -> bool:
     return bool(getattr(backend, "applies_input_mutations_last", False))
 
 
-def mutates_inputs(placeholders) -> bool:
-    """Whether tracing changed any input tensor in place (its fake's version moved); an
-    inference tensor has no version counter, so it counts as changed."""
+def mutated_inputs(placeholders) -> set | None:
+    """The placeholders whose tensor the trace changed in place (its fake's version
+    moved); None when one of them has no version counter to watch (an inference tensor,
+    or an input made without one) and so may have changed unseen."""
+    out = set()
     for node in placeholders:
         fake = node.meta.get("example_value")
         if not isinstance(fake, torch.Tensor):
             continue
         before = node.meta.get("kiln_version")
-        if before is None or fake.is_inference() or fake._version != before:
-            return True
-    return False
+        if before is None or fake.is_inference():
+            return None
+        if fake._version != before:
+            out.add(node)
+    return out
 
 
 def draws_random_numbers(gm: torch.fx.GraphModule) -> bool:
