@@ -53,8 +53,8 @@ def interleaved_medians(fns: list[Callable[[], object]], rounds: int, now=time.p
 
 def model_overhead_us(compiled_call: Callable[[], object], backend: GraphRecorder,
                       calls: int = 200, rounds: int = 7) -> float | None:
-    """µs per call that ``compiled_call`` spends outside its graphs (None: not measurable,
-    e.g. graphs with symbolic inputs)."""
+    """µs per call that ``compiled_call`` spends outside its graphs (None: not measurable:
+    graphs with symbolic inputs, or a difference lost in timing noise)."""
     graphs = backend.concrete_graphs()
     if not graphs or len(graphs) != len(backend.graphs):
         return None
@@ -69,4 +69,6 @@ def model_overhead_us(compiled_call: Callable[[], object], backend: GraphRecorde
                 gm(*ex)
 
     compiled_s, graphs_s = interleaved_medians([run_compiled, run_graphs], rounds)
-    return max(compiled_s - graphs_s, 0.0) / calls * 1e6
+    if compiled_s <= graphs_s:      # below the timing noise: not a measurement of zero
+        return None
+    return (compiled_s - graphs_s) / calls * 1e6

@@ -42,7 +42,6 @@ from .overhead import GraphRecorder, interleaved_medians, model_overhead_us
 from .results import EAGER_FAIL, FAIL_ACCURACY, FAIL_COMPILE, FAIL_RUN, PASS, Result, RunOptions
 
 SEED = 0
-OVERHEAD_CALLS = 200
 
 
 def seed_all(seed: int = SEED) -> None:
@@ -119,10 +118,10 @@ class _EagerBroke(Exception):
     """The eager side failed during timing; carries the original exception."""
 
 
-def warm_up_frontend(frontend, now, calls: int = OVERHEAD_CALLS) -> float:
-    """Compile and run ``x + 1`` (imports, first-use initialisation happen here, not in
-    the first model's capture); returns its per-call overhead in µs (not reported:
-    each model's own overhead is, see ``bench.overhead``)."""
+def warm_up_frontend(frontend) -> None:
+    """Compile and call ``x + 1``: imports and first-use initialisation happen here, not
+    in the first model's capture.  (Nothing is timed: each model's own overhead is
+    measured after its run, see ``bench.overhead``.)"""
     def add_one(x):
         return x + 1
 
@@ -131,15 +130,6 @@ def warm_up_frontend(frontend, now, calls: int = OVERHEAD_CALLS) -> float:
     compiled = frontend.compile(add_one, "eager")
     for _ in range(3):
         compiled(x)
-
-    def loop(fn):
-        def run():
-            for _ in range(calls):
-                fn(x)
-        return run
-
-    eager, comp = interleaved_medians([loop(add_one), loop(compiled)], 7, now)
-    return max(comp - eager, 0.0) / calls * 1e6   # below zero is timing noise
 
 
 def trace_name(model: str, opts: RunOptions) -> str:
@@ -214,7 +204,7 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
     probe_error = ""
     on_phase("warm-up")
     try:
-        warm_up_frontend(fe, now)
+        warm_up_frontend(fe)
     except Exception as exc:  # not worth failing a row over
         traceback.print_exc()
         probe_error = f"frontend warm-up failed: {describe(exc)}"

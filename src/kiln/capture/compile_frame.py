@@ -167,7 +167,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         else:
             builder.graph.erase_node(node)
     outputs = [v.node for v in needed]
-    builder.output(outputs + _random_ops_outputs_do_not_use(builder.graph, outputs))
+    builder.output(outputs + _random_ops_no_output_needs(builder.graph, outputs))
     entry_id = next(_ENTRY_IDS)
     # a valid identifier even for <lambda>, <genexpr> and other non-identifier code names
     name = f"{''.join(c if c.isalnum() else '_' for c in code.co_name)}_{entry_id}"
@@ -288,7 +288,7 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     return out
 
 
-def _random_ops_outputs_do_not_use(graph, outputs: list) -> list:
+def _random_ops_no_output_needs(graph, outputs: list) -> list:
     """Random ops no output depends on.  Each still advances the generator in eager; made
     an output of the graph too, no backend can drop it as dead code (``torch.rand(3)``
     unused, ``torch.randn(2).add_(1)`` on a value nobody reads)."""
