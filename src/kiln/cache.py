@@ -37,8 +37,9 @@ class FrameCache:
 
     def call(self, fn, args, kwargs):
         for e in self.entries:
-            if e.guard(fn, *args, **kwargs):
-                return e.run(fn, *args, **kwargs)
+            handed = e.guard(fn, *args, **kwargs)
+            if handed is not False:
+                return e.run(handed, fn, *args, **kwargs)
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
         if len(self.entries) >= config.recompile_limit:
@@ -46,7 +47,7 @@ class FrameCache:
         entry = self._capture(fn, args, kwargs)
         if entry is None:
             return fn(*args, **kwargs)
-        return entry.run(fn, *args, **kwargs)
+        return entry.run(entry.gather(fn, *args, **kwargs), fn, *args, **kwargs)
 
     def failure_reasons(self, fn, args, kwargs) -> list[str]:
         return [e.explain_guard(fn, *args, **kwargs) or "(passes)" for e in self.entries]

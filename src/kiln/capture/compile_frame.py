@@ -37,7 +37,10 @@ RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame wh
 
 @dataclass
 class Entry:
-    """One compiled version of a frame."""
+    """One compiled version of a frame.
+
+    ``guard(fn, *args, **kwargs)`` is False on a miss, else what the glue takes first:
+    ``run(guard(...), fn, *args, **kwargs)``."""
     guard: object
     explain_guard: object
     run: object
@@ -48,6 +51,7 @@ class Entry:
     name: str
     guard_count: int
     extra: dict = field(default_factory=dict)
+    gather: object = None   # reads what the guard hands the glue, for a call that skips the guard
 
 
 def _var_param_names(code) -> list:
@@ -173,18 +177,23 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     name = f"{''.join(c if c.isalnum() else '_' for c in code.co_name)}_{entry_id}"
     cg = Codegen(state, out_index)
     gm = None
+    handoff = []
     op_count = builder.count_ops()
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
         compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder)
         graph_ref = cg.ref(compiled)
-        inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
+        handoff = _handoff(live, state.guards)
+        input_expr = {s: f"___pre[{handoff.index(s)}]" if s in handoff else cg.source_expr(s) for _, s, _ in live}
+        inputs = ", ".join(input_expr[s] for _, s, _ in live)
+        if handoff and handoff == [s for _, s, _ in live]:
+            inputs = "*___pre"      # every input was handed over, in order
         call = f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})"
         mutated = set() if functional_backend(compiler.backend) else mutated_inputs([n for n, _, _ in live])
         if mutated is None:             # an input without a version counter may change
             cg.lines.append(call)
         else:
-            watched = [cg.source_expr(s) for n, s, _ in live if n in mutated]
+            watched = [input_expr[s] for n, s, _ in live if n in mutated]
             _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched)
         cg.realias_outputs(needed)
         metrics.graphs += 1
@@ -216,16 +225,18 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
                 f"return {step}({closure})({', '.join(args)})"]
     params = render_params(code)
     body = cg.lines + tail
-    glue_source = f"def ___glue_{name}({params}):\n" + "".join(f"    {l}\n" for l in body)
+    glue_source = f"def ___glue_{name}(___pre, {params}):\n" + "".join(f"    {l}\n" for l in body)
     guard_gen = GuardCodegen(state.guards, params)
-    guard_source = guard_gen.source(f"___guard_{name}")
-    explain_source = guard_gen.explain_source(f"___explain_{name}")
+    guard_source = guard_gen.source(f"___guard_{name}", handoff)
+    explain_source = (guard_gen.explain_source(f"___explain_{name}") + "\n"
+                      + guard_gen.gather_source(f"___gather_{name}", handoff))
     namespace = dict(state.ns.values)
     if builder.is_dynamic:
         namespace.update(SYMPY_INTERP)   # names the rendered shape guards may call
     exec(compile(guard_source + "\n" + explain_source, f"<kiln guards {name}>", "exec"), namespace)
     exec(compile(glue_source, f"<kiln glue {name}>", "exec"), namespace)
-    fns = [namespace[f"___guard_{name}"], namespace[f"___explain_{name}"], namespace[f"___glue_{name}"]]
+    fns = [namespace[f"___guard_{name}"], namespace[f"___explain_{name}"], namespace[f"___glue_{name}"],
+           namespace[f"___gather_{name}"]]
     for f in fns:
         f.__defaults__ = fn.__defaults__
         f.__kwdefaults__ = fn.__kwdefaults__
@@ -235,7 +246,15 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     trace.entry(name, guard_source, glue_source, len(state.guards))
     metrics.frames_captured += 1
     return Entry(fns[0], fns[1], fns[2], guard_source, glue_source, gm, op_count, name, len(state.guards),
-                 {"break": plan})
+                 {"break": plan}, fns[3])
+
+
+def _handoff(live, guards) -> list:
+    """Graph inputs whose values the guard function reads anyway (every tensor input has
+    a tensor guard): the guard returns them and the glue passes them on, instead of
+    walking each ``self._modules[...]._parameters[...]`` chain a second time per call."""
+    guarded = guards.sources()
+    return list(dict.fromkeys(s for _, s, _ in live if s in guarded))
 
 
 def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watched: list):

@@ -40,6 +40,15 @@ class GuardSet:
     def __iter__(self):
         return iter(self._guards.values())
 
+    def sources(self) -> set:
+        """Every source some guard reads: the guard function has its value bound."""
+        out = set()
+        for g in self._guards.values():
+            if g.source is not None:
+                out.add(g.source)
+            out.update(g.uses)
+        return out
+
     def add(self, kind: str, source: Source | None, check: str, description: str, uses: tuple = ()):
         key = (source, check, uses)
         if key not in self._guards:
@@ -164,7 +173,7 @@ class GuardCodegen:
         self.params = params
         self.ns = guards.ns
 
-    def _body(self, on_fail) -> list[str]:
+    def _body(self, on_fail, handoff: list = ()) -> list[str]:
         lines: list[str] = []
         temps: dict[Source, str] = {}
 
@@ -192,13 +201,25 @@ class GuardCodegen:
             check = g.check.format(**fmt)
             lines.append(f"if not ({check}):")
             lines.append(f"    {on_fail(g)}")
+        if handoff:
+            lines.append(f"return ({''.join(value_of(s) + ', ' for s in handoff)})")
         return lines
 
-    def source(self, name: str) -> str:
+    def source(self, name: str, handoff: list = ()) -> str:
+        """The guard function: False when a guard fails, else the values of ``handoff``
+        (sources the guards read anyway, typically the graph's tensor inputs) as a tuple
+        the glue takes, so the glue does not walk the same attribute chains again
+        (``True`` when there is nothing to hand off)."""
         out = [f"def {name}({self.params}):", "    try:"]
-        out += ["        " + l for l in self._body(lambda g: "return False")]
+        out += ["        " + l for l in self._body(lambda g: "return False", handoff)]
         out += ["        return True", "    except Exception:", "        return False"]
         return "\n".join(out) + "\n"
+
+    def gather_source(self, name: str, handoff: list) -> str:
+        """What the guard hands off, read directly: for the first call of a new entry,
+        which runs without calling its guard."""
+        values = "".join(f"{s.expr(self.ns)}, " for s in handoff)
+        return f"def {name}({self.params}):\n    return ({values})\n"
 
     def explain_source(self, name: str) -> str:
         out = [f"def {name}({self.params}):", "    try:"]
