@@ -33,7 +33,8 @@ from typing import Any, Callable
 import torch
 
 PLUGIN_ENV = "KILN_BENCH_PLUGINS"
-_BUILTIN_MODULES = ("kiln.bench.models_local", "kiln.bench.models_hf", "kiln.bench.models_hops")
+_BUILTIN_MODULES = ("kiln.bench.models_local", "kiln.bench.models_hf", "kiln.bench.models_hf_more",
+                    "kiln.bench.models_hops")
 
 #: The suites the CLI offers; ``all`` is every registered model.
 SUITES = ("quick", "hf", "local", "all")
