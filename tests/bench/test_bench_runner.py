@@ -136,3 +136,24 @@ def test_backend_names_map_for_torch():
     assert frontends.get("kiln").backend_label("aten") == "aten"
     with pytest.raises(ValueError, match="known frontends: kiln, torch"):
         frontends.get("tvm")
+
+
+def test_overhead_replays_graphs_under_their_grad_mode():
+    """Graphs are replayed in the grad mode they were compiled (and run) in: an inference
+    graph replayed with grad enabled builds autograd history on every call (a ``scan``
+    body even traced its backward per call, so scan_rnn's row timed out)."""
+    from kiln.bench.overhead import GraphRecorder, model_overhead_us
+
+    seen = []
+
+    def graph(x):
+        seen.append(torch.is_grad_enabled())
+        return x * 2
+
+    gm = torch.fx.symbolic_trace(graph)
+    rec = GraphRecorder(lambda g, ex: (lambda *a: graph(*a)))
+    with torch.no_grad():
+        rec(gm, [torch.ones(2)])
+    seen.clear()     # symbolic_trace ran it once
+    model_overhead_us(lambda: None, rec, calls=2, rounds=1)
+    assert seen and not any(seen)

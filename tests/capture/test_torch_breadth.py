@@ -409,3 +409,66 @@ LIBRARY_CASES = [
 @parametrize(LIBRARY_CASES)
 def test_library_helpers_inline(case):
     run_case(case)
+
+
+# -- weak references -----------------------------------------------------------------
+
+import weakref  # noqa: E402
+
+_W = torch.randn(4, 4)
+_LIVE = weakref.ref(_W)
+_DEAD = weakref.ref(torch.randn(4, 4))    # its referent is gone: calling it gives None
+
+
+def f_weakref_live(x):
+    w = _LIVE()
+    return x @ w if w is not None else x
+
+
+def f_weakref_dead(x):
+    w = _DEAD()
+    return x @ w if w is not None else x + 1
+
+
+def f_weakref_identity(x):
+    return x * 2 if _LIVE() is _W else x
+
+
+def f_weakref_made(x):
+    r = weakref.ref(_W)      # made in the frame to an object from outside it
+    return x @ r() if r() is _W else x
+
+
+WEAKREF_CASES = [
+    Case("weakref_call", f_weakref_live, x4, 1, 1),
+    Case("weakref_dead", f_weakref_dead, x4, 1, 1),
+    Case("weakref_is_referent", f_weakref_identity, x4, 1, 1),
+    Case("weakref_made_in_frame", f_weakref_made, x4, 1, 1),
+    # nn.LSTM checks its weights against weak references to them on every call
+    Case("lstm_weight_refs", seeded(lambda: nn.LSTM(4, 6, num_layers=2, batch_first=True)),
+         lambda r: (r.randn(2, 3, 4),), 1, 6),
+]
+
+
+@parametrize(WEAKREF_CASES)
+def test_weak_references(case):
+    run_case(case)
+
+
+def test_weakref_retargeted_recompiles():
+    """The referent is guarded through ``ref()``: a weight replaced behind the reference
+    (what ``_weights_have_changed`` looks for) gives a new entry, not a stale graph.  That
+    call makes new references in the frame (``_init_flat_weights``), stored on the module
+    by the glue; they point at the new weight, so the next call reuses the entry."""
+    lstm = seeded(lambda: nn.LSTM(4, 6, batch_first=True))
+    counter = CompileCounter()
+    fast = kiln.compile(lstm, backend=counter, fullgraph=True)
+    x = torch.randn(2, 3, 4)
+    assert torch.equal(fast(x)[0], lstm(x)[0])
+    lstm.weight_ih_l0 = nn.Parameter(torch.randn(24, 4))     # the weak reference now points elsewhere
+    got = fast(x)[0]
+    assert counter.frame_count == 2
+    assert all(r() is w for r, w in zip(lstm._flat_weight_refs, lstm._flat_weights))   # written by the glue
+    assert torch.equal(got, lstm(x)[0])
+    assert torch.equal(fast(x)[0], lstm(x)[0])
+    assert counter.frame_count == 2

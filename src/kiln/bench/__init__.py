@@ -2,7 +2,8 @@
 
 Layout, one job per module:
 
-* ``registry`` / ``models_hf`` / ``models_local``: what a model name means;
+* ``registry`` / ``models_hf`` / ``models_hf_more`` / ``models_local`` / ``models_hops``:
+  what a model name means;
 * ``skips``: the known-failure list, with a reason per entry;
 * ``driver`` (parent) and ``worker`` (subprocess): one isolated process per model;
 * ``runner``: what a worker does: eager, fp64 reference, compile, time, compare;

@@ -19,22 +19,25 @@ import torch
 
 class GraphRecorder:
     """A backend that compiles with ``inner`` (default: run the GraphModule as it is) and
-    keeps each compiled graph with its example inputs for timing.  ``__name__`` is the
-    inner backend's name, which is what frontends label the backend with."""
+    keeps each compiled graph with its example inputs and the grad mode it was compiled
+    under (the mode its calls run in: an inference graph replayed with grad enabled would
+    build autograd history, and a ``scan`` would trace its backward, on every call) for
+    timing.  ``__name__`` is the inner backend's name, which is what frontends label the
+    backend with."""
 
     def __init__(self, inner: Callable | None = None, name: str = "eager"):
         self.inner = inner
         self.__name__ = name
-        self.graphs: list[tuple[Callable, list]] = []
+        self.graphs: list[tuple[Callable, list, bool]] = []
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         compiled = gm.forward if self.inner is None else self.inner(gm, example_inputs)
-        self.graphs.append((compiled, list(example_inputs)))
+        self.graphs.append((compiled, list(example_inputs), torch.is_grad_enabled()))
         return compiled
 
-    def concrete_graphs(self) -> list[tuple[Callable, list]]:
+    def concrete_graphs(self) -> list[tuple[Callable, list, bool]]:
         """The graphs whose example inputs are real (symbolic ones cannot be replayed)."""
-        return [(gm, ex) for gm, ex in self.graphs
+        return [(gm, ex, grad) for gm, ex, grad in self.graphs
                 if not any(isinstance(e, (torch.SymInt, torch.SymFloat, torch.SymBool))
                            or type(e).__name__ == "FakeTensor" for e in ex)]
 
@@ -65,8 +68,9 @@ def model_overhead_us(compiled_call: Callable[[], object], backend: GraphRecorde
 
     def run_graphs():
         for _ in range(calls):
-            for gm, ex in graphs:
-                gm(*ex)
+            for gm, ex, grad in graphs:
+                with torch.set_grad_enabled(grad):
+                    gm(*ex)
 
     compiled_s, graphs_s = interleaved_medians([run_compiled, run_graphs], rounds)
     if compiled_s <= graphs_s:      # below the timing noise: not a measurement of zero

@@ -20,6 +20,7 @@ from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, 
 from .deques import DEQUES
 from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator
 from .operator_objects import OPERATOR_OBJECTS
+from .weakrefs import WEAKREFS
 from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
 from .new_objects import NewObjectValue
 from .nn_modules import ModuleValue
@@ -474,6 +475,7 @@ BUILTINS: dict = {
 BUILTINS.update(ITERTOOLS)
 BUILTINS.update(OPERATOR_OBJECTS)
 BUILTINS.update(DEQUES)
+BUILTINS.update(WEAKREFS)
 
 
 def _fromkeys(cls):

@@ -21,6 +21,7 @@ from .attributes import (DELETED, CMethodValue, attr_source, attribute_store_mod
 from .base import AttributeMissing, TracedException, Value, const
 from .containers import ListValue
 from .functions import BoundMethodValue, UserFunctionValue
+from .weakrefs import DEREF, call_real_ref
 from ..sources import AttrSource, ConstSource, ItemSource
 
 
@@ -218,6 +219,10 @@ class ObjectValue(DunderProtocol, Value):
         owner, raw = lookup_class_attr(cls, "__call__")
         if raw is None:
             raise Unsupported(f"{cls.__name__} object is not callable")
+        if raw is DEREF:
+            found = call_real_ref(tx, self, args, kwargs)
+            if found is not None:
+                return found
         bound = bind_class_attr(tx, owner, raw, self, "__call__")
         if bound is None:
             raise Unsupported(f"call to {callable_name(self.obj)}, which Kiln does not model (it runs as Python)")
