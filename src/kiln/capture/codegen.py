@@ -14,7 +14,7 @@ import types
 
 import torch
 
-from ..exc import Unsupported
+from ..exc import BackendError, Unsupported
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
@@ -156,46 +156,46 @@ class Codegen:
         self.lines.append(f"{name}.__qualname__ = {v.qualname!r}")
         return name
 
-    def realias_outputs(self, needed: list):
+    def realias_outputs(self, fakes: list):
         """Outputs that are views of another output in the trace are views of it after the
-        call too.  A backend that returns such a view as a copy (a functionalized inference
+        call too.  ``fakes``: the traced tensor of each graph output (None for other
+        values).  A backend that returns such a view as a copy (a functionalized inference
         graph) gets it rebuilt from the base with the traced size/stride/offset; the check is
-        one storage comparison per such output, emitted only where the trace has one."""
+        one storage comparison per such output, emitted only where the trace has one.  With
+        symbolic sizes the traced layout is not a constant: the glue then checks that the
+        backend returned the view and raises ``BackendError`` if not (AOTAutograd always
+        does, from a base that is an output)."""
         def storage(t):
             return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
 
         # the owner of a storage: an output that is not a view (dtype reinterpretations,
         # ``x.view(torch.int32)``, are not views to autograd but share the storage)
         owners = {}
-        needed = [v if isinstance(v, TensorValue) else None for v in needed]
-        for i, v in enumerate(needed):
-            if v is None:
-                continue
-            key = storage(v.fake)
-            if key is not None and not v.fake._is_view() and key not in owners:
+        fakes = [f if isinstance(f, torch.Tensor) else None for f in fakes]
+        for i, fake in enumerate(fakes):
+            key = storage(fake)
+            if key is not None and not fake._is_view() and key not in owners:
                 owners[key] = i
         fixes = []
-        for i, v in enumerate(needed):
-            if v is None:
+        for i, fake in enumerate(fakes):
+            if fake is None:
                 continue
-            fake = v.fake
             j = owners.get(storage(fake))
             if j is None or j == i:
                 continue
-            base = needed[j].fake
+            base = fakes[j]
             if base.element_size() != fake.element_size():
                 continue
             cast = "" if base.dtype == fake.dtype else f".view({self.ref(fake.dtype)})"
             layout = (tuple(fake.shape), fake.stride(), fake.storage_offset())
-            if any(isinstance(x, torch.SymInt) for part in layout for x in (part if isinstance(part, tuple) else (part,))):
-                raise Unsupported(f"output {i} is a view of output {j} with symbolic sizes; Kiln rebuilds such "
-                                  f"views only for static shapes")
+            symbolic = any(isinstance(x, torch.SymInt) for part in layout
+                           for x in (part if isinstance(part, tuple) else (part,)))
             if not fake._is_view():
                 # a dtype reinterpretation of the whole base (not a view to autograd)
                 if not cast or layout != (tuple(base.shape), base.stride(), base.storage_offset()):
                     continue
-                fixes.append((f"___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr()",
-                              i, f"___o[{j}]{cast}"))
+                cond, text = (f"___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr()",
+                              f"___o[{j}]{cast}")
             elif fake._base is not base:
                 # a view of something else that shares the storage (an input, whose
                 # detach() is the other output): rebuilding it from that output would
@@ -203,7 +203,10 @@ class Codegen:
                 continue
             else:
                 # also when the storage is shared but the result is no autograd view (inductor)
-                fixes.append((f"___o[{i}]._base is not ___o[{j}]", i, f"___o[{j}]{cast}.as_strided{layout}"))
+                cond, text = f"___o[{i}]._base is not ___o[{j}]", f"___o[{j}]{cast}.as_strided{layout}"
+            if symbolic:
+                text = (f"{self.ref(_copy_for_view)}({i}, {j})")
+            fixes.append((cond, i, text))
         if not fixes:
             return
         self.lines.append("___o = list(___o)")
@@ -259,6 +262,11 @@ class Codegen:
         for fn, args in se.calls:
             writes.append(f"{hold(self.expr(fn))}({', '.join(hold(self.expr(a)) for a in args)})")
         self.lines.extend(writes)
+
+
+def _copy_for_view(i: int, j: int):
+    raise BackendError(f"the backend returned graph output {i} as a copy, but it is a view of output {j} "
+                       f"(in eager too); with symbolic sizes Kiln cannot rebuild the view")
 
 
 def _traced_setattr(obj_value) -> bool:

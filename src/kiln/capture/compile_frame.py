@@ -22,14 +22,15 @@ from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import (RngSnapshot, draws_random_numbers, functional_backend, is_random_op, mutated_inputs,
-                           run_frame_as_python)
+from .graph_errors import RngSnapshot, draws_random_numbers, functional_backend, mutated_inputs, run_frame_as_python
+from .graph_outputs import extra_outputs
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
 from .values.base import TracedException
 from .values.builder import wrap
 from .values.contexts import GradModeValue
+from .values.tensor import TensorValue
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
 RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame where it happens
@@ -167,7 +168,8 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         else:
             builder.graph.erase_node(node)
     outputs = [v.node for v in needed]
-    builder.output(outputs + _random_ops_no_output_needs(builder.graph, outputs))
+    extra = extra_outputs(builder.graph, outputs)
+    builder.output(outputs + extra)
     entry_id = next(_ENTRY_IDS)
     # a valid identifier even for <lambda>, <genexpr> and other non-identifier code names
     name = f"{''.join(c if c.isalnum() else '_' for c in code.co_name)}_{entry_id}"
@@ -179,14 +181,15 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder)
         graph_ref = cg.ref(compiled)
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
-        call = f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})"
+        call = f"___o = {graph_ref}({inputs})" if needed or extra else f"{graph_ref}({inputs})"
         mutated = set() if functional_backend(compiler.backend) else mutated_inputs([n for n, _, _ in live])
         if mutated is None:             # an input without a version counter may change
             cg.lines.append(call)
         else:
             watched = [cg.source_expr(s) for n, s, _ in live if n in mutated]
             _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched)
-        cg.realias_outputs(needed)
+        cg.realias_outputs([v.fake if isinstance(v, TensorValue) else None for v in needed] +
+                           [n.meta["example_value"] for n in extra])
         metrics.graphs += 1
         metrics.ops += op_count
     if plan is not None and tracer.context_stack:
@@ -282,23 +285,11 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     with context:
         # the failure policy counts its own time in metrics.backend_seconds
         out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,
-                            graph_name=name, user_location=loc)
+                            graph_name=name, user_location=loc,
+                            caller_reruns_frame=functional_backend(compiler.backend))
     if not callable(out):
         raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")
     return out
-
-
-def _random_ops_no_output_needs(graph, outputs: list) -> list:
-    """Random ops no output depends on.  Each still advances the generator in eager; made
-    an output of the graph too, no backend can drop it as dead code (``torch.rand(3)``
-    unused, ``torch.randn(2).add_(1)`` on a value nobody reads)."""
-    used, stack = set(), list(outputs)
-    while stack:
-        node = stack.pop()
-        if node not in used:
-            used.add(node)
-            stack.extend(node.all_input_nodes)
-    return [n for n in graph.nodes if n not in used and is_random_op(n)]
 
 
 def static_fake_mode(example_inputs) -> FakeTensorMode:

@@ -1,0 +1,75 @@
+"""What a graph returns besides the values the glue needs.
+
+A graph's outputs are the tensors the rest of the frame uses (the return value, the
+values handed on at a break, the values side effects store).  Two rules add outputs,
+so that what a backend makes of the graph still behaves like eager:
+
+* **Every op eager runs still runs.**  An op whose result nobody uses is dead code to a
+  backend (AOTAutograd removes it), but eager runs it: a random op advances the
+  generator, and any op may raise where the fake run could not tell (``softmax`` on an
+  int64 tensor, ``rand_like`` on one: kernels that exist for some dtypes only).  So the
+  last op of each dead chain is an output, which keeps the whole chain alive.  Not
+  needed for results that alias a graph input: in-place changes of inputs are kept by
+  every backend (and so is what they read), and views fail only on metadata, which the
+  fake run checks.
+* **A view keeps its base.**  An output that is a view of a tensor the graph computes
+  (``torch.tanh(x)[0]``) is a view in eager: changing it in place changes the base,
+  and its ``grad_fn`` is the view's.  AOTAutograd returns such an output as a plain
+  tensor unless the base is an output too, in which case it regenerates the view from
+  it.  So the base is an output; ``Codegen.realias_outputs`` rebuilds the view from it
+  for backends that return copies.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from .graph_errors import is_random_op
+
+
+def _storage(t):
+    return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
+
+
+def extra_outputs(graph: torch.fx.Graph, outputs: list) -> list:
+    """The nodes ``graph`` must return besides ``outputs`` (see the module docstring)."""
+    fake_node = {}
+    input_storages = set()
+    for node in graph.nodes:
+        fake = node.meta.get("example_value")
+        if isinstance(fake, torch.Tensor):
+            fake_node.setdefault(id(fake), node)
+            if node.op == "placeholder":
+                input_storages.add(_storage(fake))
+    extra = []
+    returned = {id(n.meta.get("example_value")) for n in outputs}
+    for node in outputs:
+        fake = node.meta.get("example_value")
+        if not isinstance(fake, torch.Tensor) or not fake._is_view():
+            continue
+        base = fake_node.get(id(fake._base))
+        if base is not None and base.op != "placeholder" and id(fake._base) not in returned:
+            returned.add(id(fake._base))
+            extra.append(base)
+    used: set = set()
+    _mark_used(used, outputs + extra)
+    for node in reversed(graph.nodes):
+        if node in used or node.op in ("placeholder", "output"):
+            continue
+        fake = node.meta.get("example_value")
+        if not is_random_op(node) and (not isinstance(fake, torch.Tensor) or _storage(fake) in input_storages):
+            if isinstance(fake, torch.Tensor):
+                _mark_used(used, [node])   # an input changed in place (kept) or an input's view
+            continue
+        extra.append(node)
+        _mark_used(used, [node])
+    return extra
+
+
+def _mark_used(used: set, nodes: list) -> None:
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node not in used:
+            used.add(node)
+            stack.extend(node.all_input_nodes)
