@@ -7,6 +7,7 @@ It is emitted as source text (printable with ``KILN_LOGS=code``), compiled with
 """
 from __future__ import annotations
 
+import collections
 import inspect
 import itertools
 import math
@@ -15,6 +16,7 @@ import types
 import torch
 
 from ..exc import BackendError, Unsupported
+from .graph_outputs import named_like_eager
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
@@ -207,11 +209,32 @@ class Codegen:
             if symbolic:
                 text = (f"{self.ref(_copy_for_view)}({i}, {j})")
             fixes.append((cond, i, text))
-        if not fixes:
-            return
-        self.lines.append("___o = list(___o)")
+        if fixes:
+            self.lines.append("___o = list(___o)")
         for cond, i, text in fixes:
             self.lines.append(f"if {cond}: ___o[{i}] = {text}")
+        return bool(fixes)
+
+    def name_grad_fns_like_eager(self, fakes: list, used: int, input_fakes: list, listed: bool):
+        """Each of the first ``used`` outputs that the graph computes fresh (not a view, no
+        storage shared with an input or another output) shows eager's ``grad_fn`` name
+        (``graph_outputs.named_like_eager``).  ``listed``: ``___o`` is a list already."""
+        def storage(t):
+            return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
+
+        counts = collections.Counter(storage(f) for f in fakes if isinstance(f, torch.Tensor))
+        inputs = {storage(f) for f in input_fakes if isinstance(f, torch.Tensor)}
+        for i, fake in enumerate(fakes[:used]):
+            if not isinstance(fake, torch.Tensor) or fake.grad_fn is None or fake._is_view():
+                continue
+            key = storage(fake)
+            if key is None or key in inputs or counts[key] > 1:
+                continue
+            if not listed:
+                self.lines.append("___o = list(___o)")
+                listed = True
+            name = type(fake.grad_fn).__name__
+            self.lines.append(f"___o[{i}] = {self.ref(named_like_eager)}(___o[{i}], {name!r})")
 
     # -- side effects --------------------------------------------------------------------------
     def side_effect_lines(self):

@@ -188,8 +188,10 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         else:
             watched = [cg.source_expr(s) for n, s, _ in live if n in mutated]
             _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched)
-        cg.realias_outputs([v.fake if isinstance(v, TensorValue) else None for v in needed] +
-                           [n.meta["example_value"] for n in extra])
+        fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
+            [n.meta["example_value"] for n in extra]
+        listed = cg.realias_outputs(fakes)
+        cg.name_grad_fns_like_eager(fakes, len(needed), [n.meta.get("example_value") for n, _, _ in live], listed)
         metrics.graphs += 1
         metrics.ops += op_count
     if plan is not None and tracer.context_stack:

@@ -21,6 +21,8 @@ so that what a backend makes of the graph still behaves like eager:
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.fx
 
@@ -73,3 +75,30 @@ def _mark_used(used: set, nodes: list) -> None:
         if node not in used:
             used.add(node)
             stack.extend(node.all_input_nodes)
+
+
+def named_like_eager(t: torch.Tensor, name: str) -> torch.Tensor:
+    """``t`` (a graph output computed fresh) with a ``grad_fn`` named ``name``, eager's node
+    for it.  An AOTAutograd graph is one autograd node for all its outputs
+    (``CompiledFunctionBackward``), which printing a tensor shows; if that is not eager's
+    name, ``t`` is passed through an identity node of that name (gradients flow through
+    unchanged)."""
+    fn = t.grad_fn
+    if fn is None or type(fn).__name__ == name:
+        return t
+    return _identity_node(name).apply(t)
+
+
+@functools.lru_cache(maxsize=None)
+def _identity_node(name: str):
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.detach()      # a new tensor object on the same storage, not a view
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    Identity._backward_cls.__name__ = Identity._backward_cls.__qualname__ = name
+    return Identity
