@@ -168,7 +168,8 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         else:
             builder.graph.erase_node(node)
     outputs = [v.node for v in needed]
-    extra = extra_outputs(builder.graph, outputs)
+    bases, dead = extra_outputs(builder.graph, outputs)
+    extra = bases + dead
     builder.output(outputs + extra)
     entry_id = next(_ENTRY_IDS)
     # a valid identifier even for <lambda>, <genexpr> and other non-identifier code names
@@ -189,7 +190,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
             watched = [cg.source_expr(s) for n, s, _ in live if n in mutated]
             _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched)
         fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
-            [n.meta["example_value"] for n in extra]
+            [n.meta["example_value"] for n in bases] + [None] * len(dead)
         listed = cg.realias_outputs(fakes)
         cg.name_grad_fns_like_eager(fakes, len(needed), [n.meta.get("example_value") for n, _, _ in live], listed)
         metrics.graphs += 1

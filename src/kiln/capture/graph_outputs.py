@@ -33,8 +33,10 @@ def _storage(t):
     return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
 
 
-def extra_outputs(graph: torch.fx.Graph, outputs: list) -> list:
-    """The nodes ``graph`` must return besides ``outputs`` (see the module docstring)."""
+def extra_outputs(graph: torch.fx.Graph, outputs: list) -> tuple[list, list]:
+    """The nodes ``graph`` must return besides ``outputs`` (see the module docstring):
+    ``(bases, dead)``.  A dead op's result is returned detached: no backward reaches it,
+    so no input gets a gradient (zeros) through it that eager would leave ``None``."""
     fake_node = {}
     input_storages = set()
     for node in graph.nodes:
@@ -55,6 +57,7 @@ def extra_outputs(graph: torch.fx.Graph, outputs: list) -> list:
             extra.append(base)
     used: set = set()
     _mark_used(used, outputs + extra)
+    dead = []
     for node in reversed(graph.nodes):
         if node in used or node.op in ("placeholder", "output"):
             continue
@@ -63,9 +66,13 @@ def extra_outputs(graph: torch.fx.Graph, outputs: list) -> list:
             if isinstance(fake, torch.Tensor):
                 _mark_used(used, [node])   # an input changed in place (kept) or an input's view
             continue
-        extra.append(node)
         _mark_used(used, [node])
-    return extra
+        if isinstance(fake, torch.Tensor) and fake.requires_grad:
+            with graph.inserting_after(node):
+                node = graph.call_method("detach", (node,))
+            node.meta["example_value"] = fake.detach()
+        dead.append(node)
+    return extra, dead
 
 
 def _mark_used(used: set, nodes: list) -> None:
