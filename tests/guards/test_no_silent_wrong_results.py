@@ -335,3 +335,114 @@ def test_in_place_op_on_an_input_that_raises_keeps_earlier_side_effects(backend)
             results.append((box, arg))
         assert results[0][0] == results[1][0]
         torch.testing.assert_close(results[0][1], results[1][1])
+
+
+# -- 9. what AOT backends make of a graph behaves like eager --------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_returned_view_of_an_intermediate_is_a_view(backend):
+    # AOTAutograd regenerates the view from its base when the base is an output too
+    def f(x):
+        t = torch.tanh(x)
+        return t[0], t.t()
+    compiled = kiln.compile(f, backend=backend)
+    for rg in (True, False):
+        x = torch.randn(3, 4, requires_grad=rg)
+        expected, got = f(x), compiled(x)
+        same(expected, got)
+        for e, g in zip(expected, got):
+            assert g._is_view() and e._is_view()
+            assert type(g.grad_fn).__name__ == type(e.grad_fn).__name__
+            assert g._base is got[0]._base                   # both views of one base
+        got[0].mul_(0)                                       # written through the base
+        assert (got[1][:, 0] == 0).all()
+    assert kiln.metrics.graphs == 2 and not kiln.metrics.breaks   # one per requires_grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_op_that_raises_in_eager_raises(backend):
+    # softmax has no int64 kernel; the fake run cannot tell, and its result is unused.
+    # The in-place add before it happens once, as in eager (not BackendError, not twice)
+    def f(x, y):
+        x.add_(1)
+        y.softmax(-1)
+        return x * 2
+    compiled = kiln.compile(f, backend=backend)
+    results = []
+    for fn in (f, compiled):
+        x = torch.zeros(3, dtype=torch.int64)
+        with pytest.raises(NotImplementedError, match="softmax"):
+            fn(x, torch.ones(2, 3, dtype=torch.int64))
+        results.append(x.tolist())
+    assert results[0] == results[1] == [1, 1, 1]
+    assert kiln.metrics.graphs == 1 and not kiln.metrics.breaks
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unused_op_gives_no_gradient(backend):
+    # the dead op is kept (it may raise) but no backward reaches it: x.grad stays None
+    def f(x, y):
+        torch.softmax(x * 2, -1)
+        return y.sum()
+    compiled = kiln.compile(f, backend=backend)
+    grads = []
+    for fn in (f, compiled):
+        x, y = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+        fn(x, y).backward()
+        grads.append((x.grad, y.grad))
+    assert grads[0][0] is None and grads[1][0] is None
+    same(grads[0][1], grads[1][1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_printed_graph_outputs_show_eagers_grad_fn(backend, capsys):
+    def f(x, y):
+        a, b = x + 1, x * y
+        print(a, b.sum())                      # a break: both are graph outputs
+        return a.exp()
+    compiled = kiln.compile(f, backend=backend)
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3)
+    printed = []
+    for fn in (f, compiled):
+        out = fn(x, y)
+        printed.append(capsys.readouterr().out)
+        out.sum().backward()
+    assert "AddBackward0" in printed[0] and "SumBackward0" in printed[0]
+    assert printed[0] == printed[1]
+    assert kiln.metrics.graphs == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("write", [lambda t: t.mul_(2), lambda t: t.add_(1), lambda t: t.zero_(),
+                                   lambda t: t.__iadd__(1)], ids=["mul_", "add_", "zero_", "iadd"])
+def test_in_place_write_to_an_expanded_tensor(backend, write):
+    # eager refuses most writes to overlapping memory and does zero_ element by element
+    def f(x):
+        write(x.expand(2, *x.shape))
+        return x + 1
+    compiled = kiln.compile(f, backend=backend)
+    outcomes = []
+    for fn in (f, compiled):
+        x = torch.ones(3)
+        try:
+            outcomes.append((fn(x).tolist(), x.tolist()))
+        except RuntimeError as e:
+            outcomes.append((type(e), x.tolist()))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_with_retain_graph_twice(backend):
+    def f(x):
+        t = (x * 2).abs()
+        t.sum().backward(retain_graph=True)
+        t.sum().backward()
+        return t
+    compiled = kiln.compile(f, backend=backend)
+    grads = []
+    for fn in (f, compiled):
+        x = torch.randn(3, requires_grad=True)
+        x.data = torch.tensor([1.0, -2.0, 3.0])
+        fn(x)
+        grads.append(x.grad)
+    same(grads[0], grads[1])

@@ -292,11 +292,15 @@ _INPLACE_OPERATORS = frozenset({
 })
 
 
+_INPLACE_DUNDERS = frozenset(f"__{f.__name__}__" for f in _INPLACE_OPERATORS)
+
+
 def _writes_in_place(kind: str, target, kwargs: dict) -> bool:
     """Whether the call writes into its first argument (or its ``out=``)."""
     name = target if kind == "call_method" else getattr(target, "__name__", "") or ""
     return (name.endswith("_") and not name.startswith("_")) or kwargs.get("out") is not None \
-        or target in _INPLACE_OPERATORS or target in _KEEP_EVEN_WITHOUT_OUTPUT
+        or target in _INPLACE_OPERATORS or target in _KEEP_EVEN_WITHOUT_OUTPUT \
+        or name in _INPLACE_DUNDERS
 
 
 def _overlaps(fake) -> bool:
