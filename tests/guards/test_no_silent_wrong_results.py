@@ -446,3 +446,61 @@ def test_backward_with_retain_graph_twice(backend):
         fn(x)
         grads.append(x.grad)
     same(grads[0], grads[1])
+
+
+def _counting_aot_backend():
+    """aot_eager, counting the graphs handed to it."""
+    from kiln.backends.aot_eager import aot_eager
+
+    def backend(gm, example_inputs):
+        backend.graphs += 1
+        return aot_eager(gm, example_inputs)
+    backend.graphs = 0
+    backend.applies_input_mutations_last = True
+    return backend
+
+
+@pytest.mark.parametrize("engine", ["backward", "autograd.grad"])
+def test_backward_from_some_outputs_of_a_graph_gives_eagers_gradients(engine):
+    # t1 and the root are outputs of one graph; one autograd node for both would give x a
+    # zero gradient (eager: None) and autograd.grad a materialized sum (eager: an expanded view)
+    def f(x, y):
+        t1 = x * 2 + y
+        root = y.sum()
+        if engine == "backward":
+            root.backward()
+            return t1, None
+        g, = torch.autograd.grad(root, [y])
+        return t1, g
+    backend = _counting_aot_backend()
+    compiled = kiln.compile(f, backend=backend)
+    results, data = [], torch.randn(2, 3, 4)
+    for fn in (f, compiled):
+        x, y = data[0].clone().requires_grad_(), data[1].clone().requires_grad_()
+        t1, g = fn(x, y)
+        results.append((x.grad, y.grad, g, t1))
+    (ex, ey, eg, et), (cx, cy, cg, ct) = results
+    assert ex is None and cx is None
+    same(ey, cy)
+    same(et, ct)
+    if engine == "autograd.grad":
+        assert (eg.stride(), eg._is_view()) == (cg.stride(), cg._is_view())
+    assert backend.graphs == 0 and kiln.metrics.graphs == 1     # the graph before the break runs op by op
+
+
+def test_training_step_graph_before_backward_still_goes_to_the_backend():
+    # every output that requires grad is behind the loss: one node gives eager's gradients
+    def step(x, w):
+        out = x @ w
+        loss = out.square().mean()
+        loss.backward()
+        return out
+    backend = _counting_aot_backend()
+    compiled = kiln.compile(step, backend=backend)
+    grads, data = [], torch.randn(4, 2)
+    for fn in (step, compiled):
+        w = data.clone().requires_grad_()
+        fn(torch.ones(3, 4), w)
+        grads.append(w.grad)
+    same(grads[0], grads[1])
+    assert backend.graphs == kiln.metrics.graphs == 1

@@ -16,14 +16,14 @@ from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP, ShapeEnv
 from .. import trace
 from ..backends.policy import compile_graph
 from ..config import config
-from ..exc import ArgumentError, SpecializationError, Unsupported
+from ..exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
 from ..metrics import BreakRecord, metrics
 from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
 from .graph_errors import RngSnapshot, draws_random_numbers, functional_backend, mutated_inputs, run_frame_as_python
-from .graph_outputs import extra_outputs
+from .graph_outputs import extra_outputs, partial_backward_diverges
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
@@ -179,11 +179,17 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     op_count = builder.count_ops()
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
-        compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder)
+        functional = functional_backend(compiler.backend)
+        if functional and _backward_diverges(plan, needed, live):
+            # one autograd node would give a backward from some outputs eager's gradients
+            # only by chance: the graph runs op by op, with eager's autograd graph
+            compiled, functional = gm.forward, False
+        else:
+            compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, functional)
         graph_ref = cg.ref(compiled)
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in live)
         call = f"___o = {graph_ref}({inputs})" if needed or extra else f"{graph_ref}({inputs})"
-        mutated = set() if functional_backend(compiler.backend) else mutated_inputs([n for n, _, _ in live])
+        mutated = set() if functional else mutated_inputs([n for n, _, _ in live])
         if mutated is None:             # an input without a version counter may change
             cg.lines.append(call)
         else:
@@ -264,7 +270,19 @@ def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watc
                  f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
 
 
-def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
+def _backward_diverges(plan, needed: list, live: list) -> bool:
+    """A break that runs the autograd engine from some of the graph's outputs, where one
+    autograd node for the whole graph would not compute eager's gradients
+    (``graph_outputs.partial_backward_diverges``)."""
+    if plan is None or not isinstance(plan.reason, AutogradEngineCall):
+        return False
+    roots = [v.fake for v in collect_tensors(plan.stack_values[plan.untouched:]) if isinstance(v, TensorValue)]
+    return partial_backward_diverges(roots, [v.fake for v in needed if isinstance(v, TensorValue)],
+                                     [n.meta.get("example_value") for n, _, _ in live],
+                                     raw_gradients=plan.reason.raw_gradients)
+
+
+def _compile_graph(gm, example_inputs, compiler, name, tracer, builder, functional):
     loc = tracer.location()[0] if tracer.current is not None else None
     # a graph with symbolic sizes is compiled as torch.compile hands one over: the example
     # inputs hold SymInts for int inputs, and the tracing context carries the fake mode, so
@@ -289,7 +307,7 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
         # the failure policy counts its own time in metrics.backend_seconds
         out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,
                             graph_name=name, user_location=loc,
-                            caller_reruns_frame=functional_backend(compiler.backend))
+                            caller_reruns_frame=functional)
     if not callable(out):
         raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")
     return out

@@ -109,3 +109,41 @@ def _identity_node(name: str):
 
     Identity._backward_cls.__name__ = Identity._backward_cls.__qualname__ = name
     return Identity
+
+
+def partial_backward_diverges(roots: list, outputs: list, inputs: list, raw_gradients: bool) -> bool:
+    """Whether a backward from ``roots`` (fakes of the tensors a break hands to the autograd
+    engine) through a graph compiled as one autograd node would differ from eager's.
+
+    Such a node computes the gradients of all its inputs from all its outputs, the ones
+    the backward did not reach counting as zeros: an input only those outputs depend on
+    gets a zero gradient where eager leaves ``.grad`` None, and gradients the engine
+    returns as they are (``raw_gradients``: ``torch.autograd.grad``) are sums with those
+    zeros, with other strides than eager's (a ``sum``'s gradient is an expanded view).
+    ``outputs``: fakes of the graph's outputs; ``inputs``: fakes of its inputs."""
+    root_ids = {id(r) for r in roots}
+    others = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in root_ids]
+    if not others:
+        return False
+    if raw_gradients:
+        return True
+    reached = _inputs_reached(roots, inputs)
+    return any(not _inputs_reached([o], inputs) <= reached for o in others)
+
+
+def _inputs_reached(fakes: list, inputs: list) -> set:
+    """The positions of ``inputs`` a backward from ``fakes`` reaches (walking the fakes'
+    own autograd graph: leaves through their AccumulateGrad, other inputs by grad_fn)."""
+    seen, stack = set(), [f.grad_fn for f in fakes if isinstance(f, torch.Tensor) and f.grad_fn is not None]
+    leaves = {id(f) for f in fakes if isinstance(f, torch.Tensor) and f.requires_grad and f.grad_fn is None}
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        variable = getattr(fn, "variable", None)
+        if variable is not None:
+            leaves.add(id(variable))
+        stack.extend(nxt for nxt, _ in fn.next_functions)
+    return {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and
+            (id(x) in leaves or x.grad_fn is not None and x.grad_fn in seen)}

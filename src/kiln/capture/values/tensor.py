@@ -14,7 +14,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException
 from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ... import trace
-from ...exc import Unsupported
+from ...exc import AutogradEngineCall, Unsupported
 from ..graph import SYMBOLIC_TYPES, contains_fake
 from ..sources import AsTensorSource, AttrSource
 from .base import AttributeMissing, ConstantValue, Value, const
@@ -205,6 +205,8 @@ class TensorMethodValue(Value):
             return _float_item(tx, t)
         if name in DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
+        if name == "backward":
+            raise AutogradEngineCall(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if name in UNSUPPORTED_METHODS:
             raise Unsupported(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if name == "type" and not args and not kwargs:
