@@ -16,7 +16,7 @@ import types
 import torch
 
 from ..exc import BackendError, Unsupported
-from .graph_outputs import named_like_eager
+from .graph_outputs import named_like_eager, storage_key as storage
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
@@ -167,9 +167,6 @@ class Codegen:
         symbolic sizes the traced layout is not a constant: the glue then checks that the
         backend returned the view and raises ``BackendError`` if not (AOTAutograd always
         does, from a base that is an output)."""
-        def storage(t):
-            return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
-
         # the owner of a storage: an output that is not a view (dtype reinterpretations,
         # ``x.view(torch.int32)``, are not views to autograd but share the storage)
         owners = {}
@@ -219,9 +216,6 @@ class Codegen:
         """Each of the first ``used`` outputs that the graph computes fresh (not a view, no
         storage shared with an input or another output) shows eager's ``grad_fn`` name
         (``graph_outputs.named_like_eager``).  ``listed``: ``___o`` is a list already."""
-        def storage(t):
-            return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
-
         counts = collections.Counter(storage(f) for f in fakes if isinstance(f, torch.Tensor))
         inputs = {storage(f) for f in input_fakes if isinstance(f, torch.Tensor)}
         for i, fake in enumerate(fakes[:used]):

@@ -29,7 +29,8 @@ import torch.fx
 from .graph_errors import is_random_op
 
 
-def _storage(t):
+def storage_key(t):
+    """What identifies ``t``'s memory (None for a non-strided tensor or a non-tensor)."""
     return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
 
 
@@ -44,7 +45,7 @@ def extra_outputs(graph: torch.fx.Graph, outputs: list) -> tuple[list, list]:
         if isinstance(fake, torch.Tensor):
             fake_node.setdefault(id(fake), node)
             if node.op == "placeholder":
-                input_storages.add(_storage(fake))
+                input_storages.add(storage_key(fake))
     extra = []
     returned = {id(n.meta.get("example_value")) for n in outputs}
     for node in outputs:
@@ -62,7 +63,7 @@ def extra_outputs(graph: torch.fx.Graph, outputs: list) -> tuple[list, list]:
         if node in used or node.op in ("placeholder", "output"):
             continue
         fake = node.meta.get("example_value")
-        if not is_random_op(node) and (not isinstance(fake, torch.Tensor) or _storage(fake) in input_storages):
+        if not is_random_op(node) and (not isinstance(fake, torch.Tensor) or storage_key(fake) in input_storages):
             if isinstance(fake, torch.Tensor):
                 _mark_used(used, [node])   # an input changed in place (kept) or an input's view
             continue
