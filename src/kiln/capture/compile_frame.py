@@ -23,7 +23,8 @@ from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
 from .graph_errors import RngSnapshot, draws_random_numbers, functional_backend, mutated_inputs, run_frame_as_python
-from .graph_outputs import extra_outputs, partial_backward_diverges
+from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
+                            partial_backward_diverges)
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
@@ -180,9 +181,9 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
         functional = functional_backend(compiler.backend)
-        if functional and _backward_diverges(plan, needed, live):
-            # one autograd node would give a backward from some outputs eager's gradients
-            # only by chance: the graph runs op by op, with eager's autograd graph
+        if functional and _backward_diverges(plan, needed):
+            # autograd.grad from some outputs of one autograd node returns sums with zeros,
+            # not eager's gradients: the graph runs op by op, with eager's autograd graph
             compiled, functional = gm.forward, False
         else:
             compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, functional)
@@ -198,6 +199,10 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
             [n.meta["example_value"] for n in bases] + [None] * len(dead)
         listed = cg.realias_outputs(fakes)
+        reach = output_reach(fakes[:len(needed)], [n.meta.get("example_value") for n, _, _ in live])
+        if functional and reach is not None:
+            cg.lines.append(f"{cg.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "
+                            f"{cg.ref(reach)})")
         cg.name_grad_fns_like_eager(fakes, len(needed), [n.meta.get("example_value") for n, _, _ in live], listed)
         metrics.graphs += 1
         metrics.ops += op_count
@@ -270,15 +275,13 @@ def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watc
                  f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
 
 
-def _backward_diverges(plan, needed: list, live: list) -> bool:
-    """A break that runs the autograd engine from some of the graph's outputs, where one
-    autograd node for the whole graph would not compute eager's gradients
+def _backward_diverges(plan, needed: list) -> bool:
+    """The break after the graph returns raw gradients from some of the graph's outputs
     (``graph_outputs.partial_backward_diverges``)."""
     if plan is None or not isinstance(plan.reason, AutogradEngineCall):
         return False
     roots = [v.fake for v in collect_tensors(plan.stack_values[plan.untouched:]) if isinstance(v, TensorValue)]
     return partial_backward_diverges(roots, [v.fake for v in needed if isinstance(v, TensorValue)],
-                                     [n.meta.get("example_value") for n, _, _ in live],
                                      raw_gradients=plan.reason.raw_gradients)
 
 

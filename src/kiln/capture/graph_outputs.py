@@ -112,24 +112,17 @@ def _identity_node(name: str):
     return Identity
 
 
-def partial_backward_diverges(roots: list, outputs: list, inputs: list, raw_gradients: bool) -> bool:
-    """Whether a backward from ``roots`` (fakes of the tensors a break hands to the autograd
-    engine) through a graph compiled as one autograd node would differ from eager's.
-
-    Such a node computes the gradients of all its inputs from all its outputs, the ones
-    the backward did not reach counting as zeros: an input only those outputs depend on
-    gets a zero gradient where eager leaves ``.grad`` None, and gradients the engine
-    returns as they are (``raw_gradients``: ``torch.autograd.grad``) are sums with those
-    zeros, with other strides than eager's (a ``sum``'s gradient is an expanded view).
-    ``outputs``: fakes of the graph's outputs; ``inputs``: fakes of its inputs."""
+def partial_backward_diverges(roots: list, outputs: list, raw_gradients: bool) -> bool:
+    """Whether gradients the autograd engine returns as they are (``raw_gradients``:
+    ``torch.autograd.grad``) from ``roots`` (fakes of the tensors a break hands to the
+    engine) through a graph compiled as one autograd node could differ from eager's.
+    Such a node computes its inputs' gradients from all its outputs, the ones the
+    backward did not reach counting as zeros: sums with zeros have other strides than
+    eager's (a ``sum``'s gradient is an expanded view).  ``outputs``: the graph's outputs.
+    (Which inputs get gradients at all is kept right by ``gradients_through_reached_outputs``.)"""
     root_ids = {id(r) for r in roots}
-    others = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in root_ids]
-    if not others:
-        return False
-    if raw_gradients:
-        return True
-    reached = _inputs_reached(roots, inputs)
-    return any(not _inputs_reached([o], inputs) <= reached for o in others)
+    return raw_gradients and any(isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in root_ids
+                                 for o in outputs)
 
 
 def _inputs_reached(fakes: list, inputs: list) -> set:
@@ -148,3 +141,62 @@ def _inputs_reached(fakes: list, inputs: list) -> set:
         stack.extend(nxt for nxt, _ in fn.next_functions)
     return {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and
             (id(x) in leaves or x.grad_fn is not None and x.grad_fn in seen)}
+
+
+def output_reach(outputs: list, inputs: list) -> tuple | None:
+    """For outputs that require grad, ``((index, input positions reached), ...)`` when
+    they do not all reach the same inputs (a backward from some of them must leave the
+    others' inputs alone: ``gradients_through_reached_outputs``), else None."""
+    reach = tuple((i, frozenset(_inputs_reached([o], inputs))) for i, o in enumerate(outputs)
+                  if isinstance(o, torch.Tensor) and o.requires_grad)
+    return reach if len({r for _, r in reach}) > 1 else None
+
+
+def gradients_through_reached_outputs(outputs, inputs, reach) -> None:
+    """Make a backward through one autograd node for the whole graph (AOTAutograd's) give
+    an input a gradient only if an output the backward reached depends on it, as eager's
+    per-op graph does: unreached outputs count as zeros in the node's backward, which
+    would give inputs only they reach zero gradients (eager: ``.grad`` stays None).
+
+    A pre-hook on the node notes which of its outputs got a gradient; a hook after it
+    drops the gradients of inputs none of those outputs reaches.  Nothing is done when
+    the outputs do not share one node (a graph run op by op has eager's graph)."""
+    node, slots = None, {}
+    for i, positions in reach:
+        t = outputs[i]
+        fn, nr = t.grad_fn, t.output_nr
+        if fn is None:
+            continue
+        if t._is_view():
+            fn, nr = fn.next_functions[0]
+        if node is None:
+            node = fn
+        elif fn is not node:
+            return
+        slots.setdefault(nr, set()).update(positions)
+    if node is None:
+        return
+    edges = {}                       # input position -> indices of the node's inputs
+    for k, (fn, nr) in enumerate(node.next_functions):
+        if fn is None:
+            continue
+        for p, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and x.requires_grad and (
+                    getattr(fn, "variable", None) is x or (fn is x.grad_fn and nr == x.output_nr)):
+                edges.setdefault(p, []).append(k)
+    reached: list = []
+
+    def note(grad_outputs):
+        reached[:] = [s for s, g in enumerate(grad_outputs) if g is not None]
+
+    def drop(grad_inputs, grad_outputs):
+        if any(s not in slots for s in reached):
+            return None              # an output Kiln does not know (a mutated input): keep all
+        live = set().union(*(slots[s] for s in reached))
+        dropped = {k for p, ks in edges.items() if p not in live for k in ks}
+        if not dropped:
+            return None
+        return tuple(None if k in dropped else g for k, g in enumerate(grad_inputs))
+
+    node.register_prehook(note)
+    node.register_hook(drop)
