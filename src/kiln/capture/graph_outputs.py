@@ -18,6 +18,12 @@ so that what a backend makes of the graph still behaves like eager:
   tensor unless the base is an output too, in which case it regenerates the view from
   it.  So the base is an output; ``Codegen.realias_outputs`` rebuilds the view from it
   for backends that return copies.
+
+And outputs of a graph compiled as one autograd node (AOTAutograd's) must behave as
+eager's per-op autograd graph does: each shows eager's ``grad_fn`` name
+(``named_like_eager``), and a backward from some of them gives gradients only to the
+inputs those reach (``gradients_through_reached_outputs``; ``partial_backward_diverges``
+says when even that is not enough and the graph must run op by op).
 """
 from __future__ import annotations
 
