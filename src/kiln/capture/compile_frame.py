@@ -196,14 +196,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         else:
             watched = [cg.source_expr(s) for n, s, _ in live if n in mutated]
             _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched)
-        fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
-            [n.meta["example_value"] for n in bases] + [None] * len(dead)
-        listed = cg.realias_outputs(fakes)
-        reach = output_reach(fakes[:len(needed)], [n.meta.get("example_value") for n, _, _ in live])
-        if functional and reach is not None:
-            cg.lines.append(f"{cg.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "
-                            f"{cg.ref(reach)})")
-        cg.name_grad_fns_like_eager(fakes, len(needed), [n.meta.get("example_value") for n, _, _ in live], listed)
+        _output_lines(cg, needed, bases, dead, live, inputs, functional)
         metrics.graphs += 1
         metrics.ops += op_count
     if plan is not None and tracer.context_stack:
@@ -273,6 +266,21 @@ def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watc
     cg.lines += ["    # the graph raised: the frame runs as Python, with eager's side effects and error",
                  f"    return {cg.ref(run_frame_as_python)}(___graph_error, {grad_mode}, "
                  f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
+
+
+def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs: str, functional: bool):
+    """The glue after the graph call: outputs behave as eager's (``graph_outputs``)."""
+    fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
+        [n.meta["example_value"] for n in bases]
+    if dead:       # outputs only so that their ops run: freed now, as eager frees them
+        cg.lines.append(f"___o = ___o[:{len(fakes)}]")
+    listed = cg.realias_outputs(fakes)
+    input_fakes = [n.meta.get("example_value") for n, _, _ in live]
+    reach = output_reach(fakes[:len(needed)], input_fakes)
+    if functional and reach is not None:
+        cg.lines.append(f"{cg.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "
+                        f"{cg.ref(reach)})")
+    cg.name_grad_fns_like_eager(fakes, len(needed), input_fakes, listed)
 
 
 def _backward_diverges(plan, needed: list) -> bool:
