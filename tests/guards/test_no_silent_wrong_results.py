@@ -527,3 +527,34 @@ def test_backward_from_one_returned_output_leaves_the_others_inputs_alone(backen
     for e, c in ((e1[0], c1[0]), (e1[2], c1[2]), (ex, cx), (ew, cw)):
         same(e, c)
     assert kiln.metrics.graphs == 1 and not kiln.metrics.breaks
+
+
+def _make_counter():
+    n = 0
+
+    def bump():
+        nonlocal n
+        n += 1
+        return n
+    return bump
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_changed_in_place_before_an_error_keeps_side_effects(backend):
+    # op by op (eager) the graph has changed y when softmax raises: y is put back from a
+    # copy and the frame runs as Python, so the closure's counter moves once, as in eager
+    results = []
+    for compiled in (False, True):
+        bump = _make_counter()
+
+        def f(x, y):
+            y.add_(1)
+            k = bump()
+            t = (y * k).softmax(-1)
+            return t + x
+        fn = kiln.compile(f, backend=backend) if compiled else f
+        y = torch.zeros(2, 3, dtype=torch.int64)
+        with pytest.raises(NotImplementedError, match="softmax"):
+            fn(torch.ones(3, dtype=torch.int64), y)
+        results.append((bump.__closure__[0].cell_contents, y.tolist()))
+    assert results[0] == results[1] == (1, [[1, 1, 1], [1, 1, 1]])

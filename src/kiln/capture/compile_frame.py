@@ -22,7 +22,8 @@ from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import RngSnapshot, draws_random_numbers, functional_backend, mutated_inputs, run_frame_as_python
+from .graph_errors import (InputSnapshot, RngSnapshot, draws_random_numbers, functional_backend, mutated_inputs,
+                           run_frame_as_python)
 from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
                             partial_backward_diverges)
 from .interpreter import BreakHere, Tracer
@@ -195,7 +196,8 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
             cg.lines.append(call)
         else:
             watched = [cg.source_expr(s) for n, s, _ in live if n in mutated]
-            _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched)
+            _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched,
+                                snapshot=not state.side_effects.is_empty())
         _output_lines(cg, needed, bases, dead, live, inputs, functional)
         metrics.graphs += 1
         metrics.ops += op_count
@@ -248,20 +250,25 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
                  {"break": plan})
 
 
-def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watched: list):
+def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watched: list, snapshot: bool):
     """The graph call inside ``try``: if the graph raises, the frame runs as Python from
     its start (``graph_errors``), so eager's side effects before the failing op happen.
     ``watched``: inputs the graph changes in place as it runs (a backend that runs it op by
     op); their versions are read before the call, and if one moved before the error the
-    frame cannot be re-run (the change would apply twice): the error is raised."""
+    frame cannot be re-run (the change would apply twice): they are put back from copies
+    when ``snapshot`` (the frame has Python side effects the error would otherwise lose)
+    and they do not require grad; else the error is raised."""
     if random:
         cg.lines.append(f"___rng = {cg.ref(RngSnapshot)}()")
     versions = "(" + "".join(f"{w}._version, " for w in watched) + ")"
     if watched:
         cg.lines.append(f"___versions = {versions}")
+        if snapshot:
+            cg.lines.append(f"___inputs = {cg.ref(InputSnapshot)}({', '.join(watched)})")
     cg.lines += ["try:", f"    {call}", "except Exception as ___graph_error:"]
     if watched:
-        cg.lines += [f"    if {versions} != ___versions:",
+        restored = " and not ___inputs.restore()" if snapshot else ""
+        cg.lines += [f"    if {versions} != ___versions{restored}:",
                      "        raise    # an input was already changed in place: not re-run"]
     cg.lines += ["    # the graph raised: the frame runs as Python, with eager's side effects and error",
                  f"    return {cg.ref(run_frame_as_python)}(___graph_error, {grad_mode}, "
