@@ -16,7 +16,7 @@ import types
 import torch
 
 from ..exc import BackendError, Unsupported
-from .graph_outputs import named_like_eager, storage_key as storage
+from .graph_outputs import named_like_eager, not_a_view, storage_key as storage
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
@@ -158,15 +158,15 @@ class Codegen:
         self.lines.append(f"{name}.__qualname__ = {v.qualname!r}")
         return name
 
-    def realias_outputs(self, fakes: list):
+    def realias_outputs(self, fakes: list, listed: bool = False):
         """Outputs that are views of another output in the trace are views of it after the
         call too.  ``fakes``: the traced tensor of each graph output (None for other
         values).  A backend that returns such a view as a copy (a functionalized inference
         graph) gets it rebuilt from the base with the traced size/stride/offset; the check is
         one storage comparison per such output, emitted only where the trace has one.  With
-        symbolic sizes the traced layout is not a constant: the glue then checks that the
-        backend returned the view and raises ``BackendError`` if not (AOTAutograd always
-        does, from a base that is an output)."""
+        symbolic sizes the traced layout is not a constant: the view is rebuilt with the
+        returned tensor's layout if it shares the base's memory, else ``BackendError``
+        (AOTAutograd returns the view itself, from a base that is an output)."""
         # the owner of a storage: an output that is not a view (dtype reinterpretations,
         # ``x.view(torch.int32)``, are not views to autograd but share the storage)
         owners = {}
@@ -204,12 +204,25 @@ class Codegen:
                 # also when the storage is shared but the result is no autograd view (inductor)
                 cond, text = f"___o[{i}]._base is not ___o[{j}]", f"___o[{j}]{cast}.as_strided{layout}"
             if symbolic:
-                text = (f"{self.ref(_copy_for_view)}({i}, {j})")
+                text = f"{self.ref(_rebuild_view)}(___o[{i}], ___o[{j}]{cast}, {i}, {j})"
             fixes.append((cond, i, text))
-        if fixes:
+        if fixes and not listed:
             self.lines.append("___o = list(___o)")
         for cond, i, text in fixes:
             self.lines.append(f"if {cond}: ___o[{i}] = {text}")
+        return listed or bool(fixes)
+
+    def non_view_outputs(self, fakes: list, input_fakes: list) -> bool:
+        """Outputs that eager computes as new tensors (not views, not on an input's memory)
+        are not views after the call either (``graph_outputs.not_a_view``); views of them
+        are then rebuilt on them by ``realias_outputs``.  Returns whether ``___o`` is a list."""
+        inputs = {storage(f) for f in input_fakes if isinstance(f, torch.Tensor)}
+        fixes = [i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor) and not f._is_view()
+                 and storage(f) is not None and storage(f) not in inputs]
+        if fixes:
+            self.lines.append("___o = list(___o)")
+        for i in fixes:
+            self.lines.append(f"if ___o[{i}]._is_view(): ___o[{i}] = {self.ref(not_a_view)}(___o[{i}])")
         return bool(fixes)
 
     def name_grad_fns_like_eager(self, fakes: list, used: int, input_fakes: list, listed: bool):
@@ -281,7 +294,12 @@ class Codegen:
         self.lines.extend(writes)
 
 
-def _copy_for_view(i: int, j: int):
+def _rebuild_view(t, base, i: int, j: int):
+    """Output ``t`` as a view of output ``base`` (with symbolic sizes the traced layout is
+    not a constant: ``t``'s own layout is used, which is the view's if the backend gave
+    the same memory, e.g. as a view of another alias of it)."""
+    if t.untyped_storage().data_ptr() == base.untyped_storage().data_ptr():
+        return base.as_strided(t.size(), t.stride(), t.storage_offset())
     raise BackendError(f"the backend returned graph output {i} as a copy, but it is a view of output {j} "
                        f"(in eager too); with symbolic sizes Kiln cannot rebuild the view")
 

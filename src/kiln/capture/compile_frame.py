@@ -281,8 +281,8 @@ def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs:
         [n.meta["example_value"] for n in bases]
     if dead:       # outputs only so that their ops run: freed now, as eager frees them
         cg.lines.append(f"___o = ___o[:{len(fakes)}]")
-    listed = cg.realias_outputs(fakes)
     input_fakes = [n.meta.get("example_value") for n, _, _ in live]
+    listed = cg.realias_outputs(fakes, cg.non_view_outputs(fakes, input_fakes))
     reach = output_reach(fakes[:len(needed)], input_fakes)
     if functional and reach is not None:
         cg.lines.append(f"{cg.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "

@@ -8,10 +8,10 @@ so that what a backend makes of the graph still behaves like eager:
   backend (AOTAutograd removes it), but eager runs it: a random op advances the
   generator, and any op may raise where the fake run could not tell (``softmax`` on an
   int64 tensor, ``rand_like`` on one: kernels that exist for some dtypes only).  So the
-  last op of each dead chain is an output, which keeps the whole chain alive.  Not
-  needed for results that alias a graph input: in-place changes of inputs are kept by
-  every backend (and so is what they read), and views fail only on metadata, which the
-  fake run checks.
+  last op of each dead chain that makes a new tensor is an output, which keeps the
+  whole chain alive, with the views and in-place changes of that tensor.  Not needed for
+  results that alias a graph input: in-place changes of inputs are kept by every backend
+  (and so is what they read), and views fail only on metadata, which the fake run checks.
 * **A view keeps its base.**  An output that is a view of a tensor the graph computes
   (``torch.tanh(x)[0]``) is a view in eager: changing it in place changes the base,
   and its ``grad_fn`` is the view's.  AOTAutograd returns such an output as a plain
@@ -21,7 +21,7 @@ so that what a backend makes of the graph still behaves like eager:
 
 And outputs of a graph compiled as one autograd node (AOTAutograd's) must behave as
 eager's per-op autograd graph does: each shows eager's ``grad_fn`` name
-(``named_like_eager``), and a backward from some of them gives gradients only to the
+(``not_a_view``, ``named_like_eager``), and a backward from some of them gives gradients only to the
 inputs those reach (``gradients_through_reached_outputs``; ``partial_backward_diverges``
 says when even that is not enough and the graph must run op by op).
 """
@@ -32,7 +32,6 @@ import functools
 import torch
 import torch.fx
 
-from .graph_errors import is_random_op
 
 
 def storage_key(t):
@@ -44,12 +43,13 @@ def extra_outputs(graph: torch.fx.Graph, outputs: list) -> tuple[list, list]:
     """The nodes ``graph`` must return besides ``outputs`` (see the module docstring):
     ``(bases, dead)``.  A dead op's result is returned detached: no backward reaches it,
     so no input gets a gradient (zeros) through it that eager would leave ``None``."""
-    fake_node = {}
+    fake_node, first_user = {}, {}        # fake -> node; storage -> the node that made it
     input_storages = set()
     for node in graph.nodes:
         fake = node.meta.get("example_value")
         if isinstance(fake, torch.Tensor):
             fake_node.setdefault(id(fake), node)
+            first_user.setdefault(storage_key(fake), node)
             if node.op == "placeholder":
                 input_storages.add(storage_key(fake))
     extra = []
@@ -59,7 +59,7 @@ def extra_outputs(graph: torch.fx.Graph, outputs: list) -> tuple[list, list]:
         if not isinstance(fake, torch.Tensor) or not fake._is_view():
             continue
         base = fake_node.get(id(fake._base))
-        if base is not None and base.op != "placeholder" and id(fake._base) not in returned:
+        if base is not None and storage_key(fake._base) not in input_storages and id(fake._base) not in returned:
             returned.add(id(fake._base))
             extra.append(base)
     used: set = set()
@@ -69,12 +69,17 @@ def extra_outputs(graph: torch.fx.Graph, outputs: list) -> tuple[list, list]:
         if node in used or node.op in ("placeholder", "output"):
             continue
         fake = node.meta.get("example_value")
-        if not is_random_op(node) and (not isinstance(fake, torch.Tensor) or storage_key(fake) in input_storages):
-            if isinstance(fake, torch.Tensor):
-                _mark_used(used, [node])   # an input changed in place (kept) or an input's view
+        if not isinstance(fake, torch.Tensor):
+            continue
+        if storage_key(fake) in input_storages:
+            _mark_used(used, [node])   # an input changed in place (kept) or an input's view
+            continue
+        if first_user.get(storage_key(fake)) is not node:
+            # a view or in-place change of a tensor the graph made: it runs if that tensor
+            # is kept (an output aliasing another would make AOTAutograd return both as views)
             continue
         _mark_used(used, [node])
-        if isinstance(fake, torch.Tensor) and fake.requires_grad:
+        if fake.requires_grad:
             with graph.inserting_after(node):
                 node = graph.call_method("detach", (node,))
             node.meta["example_value"] = fake.detach()
@@ -89,6 +94,13 @@ def _mark_used(used: set, nodes: list) -> None:
         if node not in used:
             used.add(node)
             stack.extend(node.all_input_nodes)
+
+
+def not_a_view(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (a view) as a tensor that is not a view, on the same memory: what eager has
+    for an output it computes as a new tensor, where a functional inference graph may
+    return a view of a tensor it updated through a view."""
+    return torch.ops.aten._unsafe_view(t, t.shape) if t.requires_grad else t.detach()
 
 
 def named_like_eager(t: torch.Tensor, name: str) -> torch.Tensor:
