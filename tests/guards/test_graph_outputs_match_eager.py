@@ -264,3 +264,21 @@ def test_tensor_updated_through_a_view_is_not_a_view(backend):
         (e,), (c,) = f(x), compiled(x)
         same(e, c)
         assert not c._is_view() and not e._is_view()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_change_through_one_of_two_aliased_inputs_applies_once(backend):
+    # x and its detached alias t1 reach the graph after the break as two inputs sharing
+    # memory; AOTAutograd applied the add twice: such a graph runs op by op
+    def f(x):
+        t1 = x.detach()
+        print("break")
+        t1.add_(1.5)
+        return x[0]
+    compiled = kiln.compile(f, backend=backend)
+    results = []
+    for fn in (f, compiled):
+        x = torch.zeros(2, 3, requires_grad=True)
+        results.append((fn(x), x))
+    same(results[0][0], results[1][0])
+    same(results[0][1], results[1][1])

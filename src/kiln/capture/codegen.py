@@ -7,7 +7,6 @@ It is emitted as source text (printable with ``KILN_LOGS=code``), compiled with
 """
 from __future__ import annotations
 
-import collections
 import inspect
 import itertools
 import math
@@ -226,16 +225,17 @@ class Codegen:
         return bool(fixes)
 
     def name_grad_fns_like_eager(self, fakes: list, used: int, input_fakes: list, listed: bool):
-        """Each of the first ``used`` outputs that the graph computes fresh (not a view, no
-        storage shared with an input or another output) shows eager's ``grad_fn`` name
+        """Each of the first ``used`` outputs that the graph computes fresh (not a view, not
+        on an input's memory, not the base of a view output) shows eager's ``grad_fn`` name
         (``graph_outputs.named_like_eager``).  ``listed``: ``___o`` is a list already."""
-        counts = collections.Counter(storage(f) for f in fakes if isinstance(f, torch.Tensor))
+        # a base of a view output must stay the object the view hangs from
+        bases = {id(f._base) for f in fakes if isinstance(f, torch.Tensor) and f._is_view()}
         inputs = {storage(f) for f in input_fakes if isinstance(f, torch.Tensor)}
         for i, fake in enumerate(fakes[:used]):
             if not isinstance(fake, torch.Tensor) or fake.grad_fn is None or fake._is_view():
                 continue
             key = storage(fake)
-            if key is None or key in inputs or counts[key] > 1:
+            if key is None or key in inputs or id(fake) in bases:
                 continue
             if not listed:
                 self.lines.append("___o = list(___o)")

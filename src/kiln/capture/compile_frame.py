@@ -25,7 +25,7 @@ from .graph_break import BreakPlan, FrameCompiler
 from .graph_errors import (InputSnapshot, RngSnapshot, draws_random_numbers, functional_backend, mutated_inputs,
                            run_frame_as_python)
 from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
-                            partial_backward_diverges)
+                            partial_backward_diverges, storage_key)
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
@@ -182,9 +182,10 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
         functional = functional_backend(compiler.backend)
-        if functional and _backward_diverges(plan, needed):
+        if functional and (_backward_diverges(plan, needed) or _mutates_aliased_input(live)):
             # autograd.grad from some outputs of one autograd node returns sums with zeros,
-            # not eager's gradients: the graph runs op by op, with eager's autograd graph
+            # not eager's gradients; AOTAutograd applies a change made through one of two
+            # inputs that share memory twice: the graph runs op by op, as eager does
             compiled, functional = gm.forward, False
         else:
             compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, functional)
@@ -288,6 +289,15 @@ def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs:
         cg.lines.append(f"{cg.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "
                         f"{cg.ref(reach)})")
     cg.name_grad_fns_like_eager(fakes, len(needed), input_fakes, listed)
+
+
+def _mutates_aliased_input(live: list) -> bool:
+    """The graph changes in place an input that shares memory with another input
+    (``x`` and ``x.detach()`` carried over a break)."""
+    mutated = mutated_inputs([n for n, _, _ in live])
+    storages = [storage_key(n.meta.get("example_value")) for n, _, _ in live]
+    return mutated is not None and any(storages.count(storages[i]) > 1 for i, (n, _, _) in enumerate(live)
+                                       if n in mutated and storages[i] is not None)
 
 
 def _backward_diverges(plan, needed: list) -> bool:

@@ -179,21 +179,23 @@ def gradients_through_reached_outputs(outputs, inputs, reach) -> None:
     A pre-hook on the node notes which of its outputs got a gradient; a hook after it
     drops the gradients of inputs none of those outputs reaches.  Nothing is done when
     the outputs do not share one node (a graph run op by op has eager's graph)."""
-    node, slots = None, {}
+    # the node: what the outputs the graph computes fresh (not views) hang from; a view's
+    # gradient reaches it through the view's own node (outputs that are views of inputs,
+    # which hang from the inputs, never reach it)
+    ends = []
     for i, positions in reach:
         t = outputs[i]
         fn, nr = t.grad_fn, t.output_nr
-        if fn is None:
-            continue
-        if t._is_view():
+        if fn is not None and t._is_view():
             fn, nr = fn.next_functions[0]
-        if node is None:
-            node = fn
-        elif fn is not node:
-            return
-        slots.setdefault(nr, set()).update(positions)
-    if node is None:
-        return
+        ends.append((fn, nr, positions, t._is_view()))
+    node = next((fn for fn, _, _, view in ends if fn is not None and not view), None)
+    if node is None or any(fn is not node for fn, _, _, view in ends if fn is not None and not view):
+        return                       # no fresh output, or they do not share one node (op by op)
+    slots = {}
+    for fn, nr, positions, _ in ends:
+        if fn is node:
+            slots.setdefault(nr, set()).update(positions)
     edges = {}                       # input position -> indices of the node's inputs
     for k, (fn, nr) in enumerate(node.next_functions):
         if fn is None:
