@@ -15,7 +15,7 @@ import types
 import torch
 
 from ..exc import BackendError, Unsupported
-from .graph_outputs import named_like_eager, not_a_view, storage_key as storage
+from .graph_outputs import named_like_eager, not_a_view, storage_key as storage, view_of_detached
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
@@ -223,6 +223,28 @@ class Codegen:
         for i in fixes:
             self.lines.append(f"if ___o[{i}]._is_view(): ___o[{i}] = {self.ref(not_a_view)}(___o[{i}])")
         return bool(fixes)
+
+    def views_of_input_aliases(self, fakes: list, input_fakes: list, input_exprs: list, listed: bool) -> bool:
+        """An output that is a view of a detached alias of an input (``x.data[1:]``,
+        ``x.detach()[0]``) is such a view after the call too: AOTAutograd returns it on the
+        input's memory but not as a view (``graph_outputs.view_of_detached``).  Returns
+        whether ``___o`` is a list."""
+        inputs = {}
+        for f, e in zip(input_fakes, input_exprs):
+            if isinstance(f, torch.Tensor):
+                inputs.setdefault(storage(f), (f, e))
+        for i, fake in enumerate(fakes):
+            if not isinstance(fake, torch.Tensor) or not fake._is_view():
+                continue
+            base, source = fake._base, inputs.get(storage(fake))
+            if source is None or base is source[0] or base.requires_grad or base.dtype != source[0].dtype:
+                continue
+            if not listed:
+                self.lines.append("___o = list(___o)")
+                listed = True
+            self.lines.append(f"if not ___o[{i}]._is_view(): ___o[{i}] = "
+                              f"{self.ref(view_of_detached)}({source[1]}, ___o[{i}])")
+        return listed
 
     def name_grad_fns_like_eager(self, fakes: list, used: int, input_fakes: list, listed: bool):
         """Each of the first ``used`` outputs that the graph computes fresh (not a view, not

@@ -284,6 +284,7 @@ def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs:
         cg.lines.append(f"___o = ___o[:{len(fakes)}]")
     input_fakes = [n.meta.get("example_value") for n, _, _ in live]
     listed = cg.realias_outputs(fakes, cg.non_view_outputs(fakes, input_fakes))
+    listed = cg.views_of_input_aliases(fakes, input_fakes, [cg.source_expr(s) for _, s, _ in live], listed)
     reach = output_reach(fakes[:len(needed)], input_fakes)
     if functional and reach is not None:
         cg.lines.append(f"{cg.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "

@@ -103,6 +103,12 @@ def not_a_view(t: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten._unsafe_view(t, t.shape) if t.requires_grad else t.detach()
 
 
+def view_of_detached(source: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``t`` (on ``source``'s memory) as a view of a detached alias of ``source``, as eager
+    has ``x.data[1:]``: its layout is the returned tensor's."""
+    return source.detach().as_strided(t.size(), t.stride(), t.storage_offset())
+
+
 def named_like_eager(t: torch.Tensor, name: str) -> torch.Tensor:
     """``t`` (a graph output computed fresh) with a ``grad_fn`` named ``name``, eager's node
     for it.  An AOTAutograd graph is one autograd node for all its outputs
