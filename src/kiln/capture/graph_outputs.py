@@ -87,12 +87,20 @@ def extra_outputs(graph: torch.fx.Graph, outputs: list) -> tuple[list, list]:
     return extra, dead
 
 
+# Reading these of a tensor needs only its metadata: a backend computes them from the
+# inputs' sizes and drops the ops that made the tensor (``(y + torch.rand(())).size(0)``).
+_METADATA_READS = frozenset({"size", "stride", "numel", "nelement", "dim", "ndimension", "storage_offset"})
+
+
 def _mark_used(used: set, nodes: list) -> None:
+    """Mark ``nodes`` and what they need computed (not what they read only metadata of)."""
     stack = list(nodes)
     while stack:
         node = stack.pop()
         if node not in used:
             used.add(node)
+            if node.op == "call_method" and node.target in _METADATA_READS:
+                continue
             stack.extend(node.all_input_nodes)
 
 
