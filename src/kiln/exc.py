@@ -41,6 +41,16 @@ class Unsupported(KilnError):
         return self
 
 
+class AutogradEngineCall(Unsupported):
+    """A call that runs the autograd engine (``Tensor.backward``, ``torch.autograd.grad`` /
+    ``backward``): it runs as Python, from the tensors on the stack at the break.
+    ``raw_gradients``: the call returns the gradients it computes (``autograd.grad``)."""
+
+    def __init__(self, msg: str, *, raw_gradients: bool = False):
+        super().__init__(msg)
+        self.raw_gradients = raw_gradients
+
+
 class SpecializationError(KilnError):
     """A dimension marked with ``kiln.mark_dynamic`` was made constant by the traced code."""
 

@@ -15,13 +15,9 @@ from .oracle import check_program
 
 N_EAGER = N_AOT = 150
 
-# Bug classes found by the fuzzer (see the fuzz report on issue #13 for minimized repros).
-AOT_PRINT_GRAD_FN = ("fuzz: under aot_eager a graph output printed at a break shows "
-                     "grad_fn=<CompiledFunctionBackward>, eager shows the op's own backward node")
-
-KNOWN = {
-    ("aot_eager", 64): AOT_PRINT_GRAD_FN,
-}
+# Bug classes found by the fuzzer and not fixed yet, as {(backend, seed): reason} (see
+# tests/fuzz/findings for minimized repros).  Empty: every fixed seed matches eager.
+KNOWN: dict = {}
 
 
 @pytest.fixture(autouse=True)
@@ -59,12 +55,7 @@ def test_generator_is_deterministic_and_varied():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", [
-    "eager",
-    pytest.param("aot_eager", marks=pytest.mark.xfail(
-        strict=True, reason="open aot_eager bug classes (see KNOWN): AOT_PRINT_GRAD_FN and others diverge "
-                            "on these seeds; remove once a campaign is clean")),
-])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_more_programs(backend):
     """600 more programs per backend (seeds 1000..1599); lists every divergence."""
     bad = []

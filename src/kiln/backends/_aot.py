@@ -130,6 +130,11 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     from torch._functorch import config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified  # (see above)
 
+    # a backward whose saved tensors are donated buffers (freed as it runs) refuses
+    # retain_graph=True and a second backward, which eager allows.  AOTAutograd reads the
+    # flag both when compiling and when a backward runs, so it is switched off for the process.
+    functorch_config.donated_buffer = False
+
     def compile_flat(flat_gm, inputs):
         try:
             # backward_pass_autocast="off": eager's backward runs no autocast of its own (the

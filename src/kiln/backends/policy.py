@@ -61,10 +61,17 @@ class BackendFallbackWarning(UserWarning):
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backend_fn: Callable, *,
-                  backend_name: str, graph_name: str, user_location: str | None = None) -> Callable:
+                  backend_name: str, graph_name: str, user_location: str | None = None,
+                  caller_reruns_frame: bool = False) -> Callable:
     """Compile ``gm`` with ``backend_fn`` under Kiln's failure policy (see the module docstring).
 
-    Returns a callable taking the graph's inputs positionally.
+    Returns a callable taking the graph's inputs positionally.  ``caller_reruns_frame``:
+    the backend applies input mutations only after every op ran and the caller handles
+    any error of a call by running the whole frame as Python (Kiln's glue).  Then an error
+    on the first call is passed on as is: re-running the graph eagerly here would apply
+    its input mutations before the same error, and the frame's Python run would apply
+    them again (and AOTAutograd bumps the version of an input it will write before its
+    graph runs, so the version check could not tell either).
     """
     eager_forward = gm.forward  # bound now: a backend that rewrites gm cannot change it
     for wrap in BACKEND_WRAPPERS:
@@ -81,7 +88,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     finally:
         metrics.backend_seconds += time.perf_counter() - start
         trace.backend_compile(graph_name, backend_name, time.perf_counter() - start, error)
-    if compiled == eager_forward:
+    if compiled == eager_forward or caller_reruns_frame:
         return compiled
     return _FirstCallGuard(compiled, eager_forward, where)
 

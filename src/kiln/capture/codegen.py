@@ -14,7 +14,8 @@ import types
 
 import torch
 
-from ..exc import Unsupported
+from ..exc import BackendError, Unsupported
+from .graph_outputs import named_like_eager, not_a_view, storage_key as storage, view_of_detached
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
@@ -156,46 +157,43 @@ class Codegen:
         self.lines.append(f"{name}.__qualname__ = {v.qualname!r}")
         return name
 
-    def realias_outputs(self, needed: list):
+    def realias_outputs(self, fakes: list, listed: bool = False):
         """Outputs that are views of another output in the trace are views of it after the
-        call too.  A backend that returns such a view as a copy (a functionalized inference
+        call too.  ``fakes``: the traced tensor of each graph output (None for other
+        values).  A backend that returns such a view as a copy (a functionalized inference
         graph) gets it rebuilt from the base with the traced size/stride/offset; the check is
-        one storage comparison per such output, emitted only where the trace has one."""
-        def storage(t):
-            return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
-
+        one storage comparison per such output, emitted only where the trace has one.  With
+        symbolic sizes the traced layout is not a constant: the view is rebuilt with the
+        returned tensor's layout if it shares the base's memory, else ``BackendError``
+        (AOTAutograd returns the view itself, from a base that is an output)."""
         # the owner of a storage: an output that is not a view (dtype reinterpretations,
         # ``x.view(torch.int32)``, are not views to autograd but share the storage)
         owners = {}
-        needed = [v if isinstance(v, TensorValue) else None for v in needed]
-        for i, v in enumerate(needed):
-            if v is None:
-                continue
-            key = storage(v.fake)
-            if key is not None and not v.fake._is_view() and key not in owners:
+        fakes = [f if isinstance(f, torch.Tensor) else None for f in fakes]
+        for i, fake in enumerate(fakes):
+            key = storage(fake)
+            if key is not None and not fake._is_view() and key not in owners:
                 owners[key] = i
         fixes = []
-        for i, v in enumerate(needed):
-            if v is None:
+        for i, fake in enumerate(fakes):
+            if fake is None:
                 continue
-            fake = v.fake
             j = owners.get(storage(fake))
             if j is None or j == i:
                 continue
-            base = needed[j].fake
+            base = fakes[j]
             if base.element_size() != fake.element_size():
                 continue
             cast = "" if base.dtype == fake.dtype else f".view({self.ref(fake.dtype)})"
             layout = (tuple(fake.shape), fake.stride(), fake.storage_offset())
-            if any(isinstance(x, torch.SymInt) for part in layout for x in (part if isinstance(part, tuple) else (part,))):
-                raise Unsupported(f"output {i} is a view of output {j} with symbolic sizes; Kiln rebuilds such "
-                                  f"views only for static shapes")
+            symbolic = any(isinstance(x, torch.SymInt) for part in layout
+                           for x in (part if isinstance(part, tuple) else (part,)))
             if not fake._is_view():
                 # a dtype reinterpretation of the whole base (not a view to autograd)
                 if not cast or layout != (tuple(base.shape), base.stride(), base.storage_offset()):
                     continue
-                fixes.append((f"___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr()",
-                              i, f"___o[{j}]{cast}"))
+                cond, text = (f"___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr()",
+                              f"___o[{j}]{cast}")
             elif fake._base is not base:
                 # a view of something else that shares the storage (an input, whose
                 # detach() is the other output): rebuilding it from that output would
@@ -203,12 +201,69 @@ class Codegen:
                 continue
             else:
                 # also when the storage is shared but the result is no autograd view (inductor)
-                fixes.append((f"___o[{i}]._base is not ___o[{j}]", i, f"___o[{j}]{cast}.as_strided{layout}"))
-        if not fixes:
-            return
-        self.lines.append("___o = list(___o)")
+                cond, text = f"___o[{i}]._base is not ___o[{j}]", f"___o[{j}]{cast}.as_strided{layout}"
+            if symbolic:
+                text = f"{self.ref(_rebuild_view)}(___o[{i}], ___o[{j}]{cast}, {i}, {j})"
+            fixes.append((cond, i, text))
+        if fixes and not listed:
+            self.lines.append("___o = list(___o)")
         for cond, i, text in fixes:
             self.lines.append(f"if {cond}: ___o[{i}] = {text}")
+        return listed or bool(fixes)
+
+    def non_view_outputs(self, fakes: list, input_fakes: list) -> bool:
+        """Outputs that eager computes as new tensors (not views, not on an input's memory)
+        are not views after the call either (``graph_outputs.not_a_view``); views of them
+        are then rebuilt on them by ``realias_outputs``.  Returns whether ``___o`` is a list."""
+        inputs = {storage(f) for f in input_fakes if isinstance(f, torch.Tensor)}
+        fixes = [i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor) and not f._is_view()
+                 and storage(f) is not None and storage(f) not in inputs]
+        if fixes:
+            self.lines.append("___o = list(___o)")
+        for i in fixes:
+            self.lines.append(f"if ___o[{i}]._is_view(): ___o[{i}] = {self.ref(not_a_view)}(___o[{i}])")
+        return bool(fixes)
+
+    def views_of_input_aliases(self, fakes: list, input_fakes: list, input_exprs: list, listed: bool) -> bool:
+        """An output that is a view of a detached alias of an input (``x.data[1:]``,
+        ``x.detach()[0]``) is such a view after the call too: AOTAutograd returns it on the
+        input's memory but not as a view (``graph_outputs.view_of_detached``).  Returns
+        whether ``___o`` is a list."""
+        inputs = {}
+        for f, e in zip(input_fakes, input_exprs):
+            if isinstance(f, torch.Tensor):
+                inputs.setdefault(storage(f), (f, e))
+        for i, fake in enumerate(fakes):
+            if not isinstance(fake, torch.Tensor) or not fake._is_view():
+                continue
+            base, source = fake._base, inputs.get(storage(fake))
+            if source is None or base is source[0] or base.requires_grad or base.dtype != source[0].dtype:
+                continue
+            if not listed:
+                self.lines.append("___o = list(___o)")
+                listed = True
+            self.lines.append(f"if not ___o[{i}]._is_view(): ___o[{i}] = "
+                              f"{self.ref(view_of_detached)}({source[1]}, ___o[{i}])")
+        return listed
+
+    def name_grad_fns_like_eager(self, fakes: list, used: int, input_fakes: list, listed: bool):
+        """Each of the first ``used`` outputs that the graph computes fresh (not a view, not
+        on an input's memory, not the base of a view output) shows eager's ``grad_fn`` name
+        (``graph_outputs.named_like_eager``).  ``listed``: ``___o`` is a list already."""
+        # a base of a view output must stay the object the view hangs from
+        bases = {id(f._base) for f in fakes if isinstance(f, torch.Tensor) and f._is_view()}
+        inputs = {storage(f) for f in input_fakes if isinstance(f, torch.Tensor)}
+        for i, fake in enumerate(fakes[:used]):
+            if not isinstance(fake, torch.Tensor) or fake.grad_fn is None or fake._is_view():
+                continue
+            key = storage(fake)
+            if key is None or key in inputs or id(fake) in bases:
+                continue
+            if not listed:
+                self.lines.append("___o = list(___o)")
+                listed = True
+            name = type(fake.grad_fn).__name__
+            self.lines.append(f"___o[{i}] = {self.ref(named_like_eager)}(___o[{i}], {name!r})")
 
     # -- side effects --------------------------------------------------------------------------
     def side_effect_lines(self):
@@ -259,6 +314,16 @@ class Codegen:
         for fn, args in se.calls:
             writes.append(f"{hold(self.expr(fn))}({', '.join(hold(self.expr(a)) for a in args)})")
         self.lines.extend(writes)
+
+
+def _rebuild_view(t, base, i: int, j: int):
+    """Output ``t`` as a view of output ``base`` (with symbolic sizes the traced layout is
+    not a constant: ``t``'s own layout is used, which is the view's if the backend gave
+    the same memory, e.g. as a view of another alias of it)."""
+    if t.untyped_storage().data_ptr() == base.untyped_storage().data_ptr():
+        return base.as_strided(t.size(), t.stride(), t.storage_offset())
+    raise BackendError(f"the backend returned graph output {i} as a copy, but it is a view of output {j} "
+                       f"(in eager too); with symbolic sizes Kiln cannot rebuild the view")
 
 
 def _traced_setattr(obj_value) -> bool:

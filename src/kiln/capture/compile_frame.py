@@ -16,20 +16,23 @@ from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP, ShapeEnv
 from .. import trace
 from ..backends.policy import compile_graph
 from ..config import config
-from ..exc import ArgumentError, SpecializationError, Unsupported
+from ..exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
 from ..metrics import BreakRecord, metrics
 from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import (RngSnapshot, draws_random_numbers, functional_backend, is_random_op, mutated_inputs,
+from .graph_errors import (InputSnapshot, RngSnapshot, draws_random_numbers, functional_backend, mutated_inputs,
                            run_frame_as_python)
+from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
+                            partial_backward_diverges, storage_key)
 from .interpreter import BreakHere, Tracer
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
 from .values.base import TracedException
 from .values.builder import wrap
 from .values.contexts import GradModeValue
+from .values.tensor import TensorValue
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
 RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame where it happens
@@ -171,7 +174,9 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         else:
             builder.graph.erase_node(node)
     outputs = [v.node for v in needed]
-    builder.output(outputs + _random_ops_no_output_needs(builder.graph, outputs))
+    bases, dead = extra_outputs(builder.graph, outputs)
+    extra = bases + dead
+    builder.output(outputs + extra)
     entry_id = next(_ENTRY_IDS)
     # a valid identifier even for <lambda>, <genexpr> and other non-identifier code names
     name = f"{''.join(c if c.isalnum() else '_' for c in code.co_name)}_{entry_id}"
@@ -181,21 +186,29 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     op_count = builder.count_ops()
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
-        compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder)
+        functional = functional_backend(compiler.backend)
+        if functional and (_backward_diverges(plan, needed) or _mutates_aliased_input(live)):
+            # autograd.grad from some outputs of one autograd node returns sums with zeros,
+            # not eager's gradients; AOTAutograd applies a change made through one of two
+            # inputs that share memory twice: the graph runs op by op, as eager does
+            compiled, functional = gm.forward, False
+        else:
+            compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, functional)
         graph_ref = cg.ref(compiled)
         handoff = _handoff(live, state.guards)
         input_expr = {s: f"___pre[{handoff.index(s)}]" if s in handoff else cg.source_expr(s) for _, s, _ in live}
         inputs = ", ".join(input_expr[s] for _, s, _ in live)
         if handoff and handoff == [s for _, s, _ in live]:
             inputs = "*___pre"      # every input was handed over, in order
-        call = f"___o = {graph_ref}({inputs})" if needed else f"{graph_ref}({inputs})"
-        mutated = set() if functional_backend(compiler.backend) else mutated_inputs([n for n, _, _ in live])
+        call = f"___o = {graph_ref}({inputs})" if needed or extra else f"{graph_ref}({inputs})"
+        mutated = set() if functional else mutated_inputs([n for n, _, _ in live])
         if mutated is None:             # an input without a version counter may change
             cg.lines.append(call)
         else:
             watched = [input_expr[s] for n, s, _ in live if n in mutated]
-            _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched)
-        cg.realias_outputs(needed)
+            _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched,
+                                snapshot=not state.side_effects.is_empty())
+        _output_lines(cg, needed, bases, dead, live, inputs, functional)
         metrics.graphs += 1
         metrics.ops += op_count
     if plan is not None and tracer.context_stack:
@@ -257,27 +270,67 @@ def _handoff(live, guards) -> list:
     return list(dict.fromkeys(s for _, s, _ in live if s in guarded))
 
 
-def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watched: list):
+def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watched: list, snapshot: bool):
     """The graph call inside ``try``: if the graph raises, the frame runs as Python from
     its start (``graph_errors``), so eager's side effects before the failing op happen.
     ``watched``: inputs the graph changes in place as it runs (a backend that runs it op by
     op); their versions are read before the call, and if one moved before the error the
-    frame cannot be re-run (the change would apply twice): the error is raised."""
+    frame cannot be re-run (the change would apply twice): they are put back from copies
+    when ``snapshot`` (the frame has Python side effects the error would otherwise lose)
+    and they do not require grad; else the error is raised."""
     if random:
         cg.lines.append(f"___rng = {cg.ref(RngSnapshot)}()")
     versions = "(" + "".join(f"{w}._version, " for w in watched) + ")"
     if watched:
         cg.lines.append(f"___versions = {versions}")
+        if snapshot:
+            cg.lines.append(f"___inputs = {cg.ref(InputSnapshot)}({', '.join(watched)})")
     cg.lines += ["try:", f"    {call}", "except Exception as ___graph_error:"]
     if watched:
-        cg.lines += [f"    if {versions} != ___versions:",
+        restored = " and not ___inputs.restore()" if snapshot else ""
+        cg.lines += [f"    if {versions} != ___versions{restored}:",
                      "        raise    # an input was already changed in place: not re-run"]
     cg.lines += ["    # the graph raised: the frame runs as Python, with eager's side effects and error",
                  f"    return {cg.ref(run_frame_as_python)}(___graph_error, {grad_mode}, "
                  f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
 
 
-def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
+def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs: str, functional: bool):
+    """The glue after the graph call: outputs behave as eager's (``graph_outputs``)."""
+    fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
+        [n.meta["example_value"] for n in bases]
+    if dead:       # outputs only so that their ops run: freed now, as eager frees them
+        cg.lines.append(f"___o = ___o[:{len(fakes)}]")
+    input_fakes = [n.meta.get("example_value") for n, _, _ in live]
+    listed = cg.realias_outputs(fakes, cg.non_view_outputs(fakes, input_fakes))
+    listed = cg.views_of_input_aliases(fakes, input_fakes, [cg.source_expr(s) for _, s, _ in live], listed)
+    reach = output_reach(fakes[:len(needed)], input_fakes)
+    if functional and reach is not None:
+        cg.lines.append(f"{cg.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "
+                        f"{cg.ref(reach)})")
+    cg.name_grad_fns_like_eager(fakes, len(needed), input_fakes, listed)
+
+
+def _mutates_aliased_input(live: list) -> bool:
+    """The graph changes in place an input that shares memory with another input
+    (``x`` and ``x.detach()`` carried over a break)."""
+    mutated = mutated_inputs([n for n, _, _ in live])
+    storages = [storage_key(n.meta.get("example_value")) for n, _, _ in live]
+    return mutated is not None and any(storages.count(storages[i]) > 1 for i, (n, _, _) in enumerate(live)
+                                       if n in mutated and storages[i] is not None)
+
+
+def _backward_diverges(plan, needed: list) -> bool:
+    """The break after the graph returns raw gradients from some of the graph's outputs
+    (``graph_outputs.partial_backward_diverges``)."""
+    if plan is None or not isinstance(plan.reason, AutogradEngineCall):
+        return False
+    roots = [v.fake for v in collect_tensors(plan.stack_values[plan.untouched:]) if isinstance(v, TensorValue)]
+    return partial_backward_diverges(roots, [v.fake for v in needed if isinstance(v, TensorValue)],
+                                     raw_gradients=plan.reason.raw_gradients)
+
+
+def _compile_graph(gm, example_inputs, compiler, name, tracer, builder, functional):
     loc = tracer.location()[0] if tracer.current is not None else None
     # a graph with symbolic sizes is compiled as torch.compile hands one over: the example
     # inputs hold SymInts for int inputs, and the tracing context carries the fake mode, so
@@ -301,23 +354,11 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder):
     with context:
         # the failure policy counts its own time in metrics.backend_seconds
         out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,
-                            graph_name=name, user_location=loc)
+                            graph_name=name, user_location=loc,
+                            caller_reruns_frame=functional)
     if not callable(out):
         raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")
     return out
-
-
-def _random_ops_no_output_needs(graph, outputs: list) -> list:
-    """Random ops no output depends on.  Each still advances the generator in eager; made
-    an output of the graph too, no backend can drop it as dead code (``torch.rand(3)``
-    unused, ``torch.randn(2).add_(1)`` on a value nobody reads)."""
-    used, stack = set(), list(outputs)
-    while stack:
-        node = stack.pop()
-        if node not in used:
-            used.add(node)
-            stack.extend(node.all_input_nodes)
-    return [n for n in graph.nodes if n not in used and is_random_op(n)]
 
 
 def static_fake_mode(example_inputs) -> FakeTensorMode:

@@ -11,7 +11,9 @@ Python from its start, which applies exactly eager's side effects and raises eag
 error.  This is sound only when the failed graph changed no input: the backend applies
 input mutations only after every op has run (AOTAutograd's functional graphs;
 ``functional_backend``), or the inputs the graph mutates kept their version counters
-until the error (read before the call; compared in the handler).
+until the error (read before the call; compared in the handler), or they can be put
+back from copies taken before the call (``InputSnapshot``: only where the frame has
+Python side effects to lose, and for inputs that do not require grad).
 
 If the Python run does not raise, the graph raised where eager does not (a backend
 bug): the result is eager's and a ``BackendFallbackWarning`` says so, or with
@@ -102,6 +104,29 @@ class RngSnapshot:
         torch.random.set_rng_state(self.cpu)
         if self.cuda is not None:
             torch.cuda.set_rng_state(self.cuda)
+
+
+class InputSnapshot:
+    """Copies of the inputs a graph run op by op changes in place, taken before the call
+    when the frame also has Python side effects to replay, so that if the graph raises
+    after changing them they are put back and the frame can still run as Python (which
+    applies eager's side effects before the error).  Not for inputs that require grad:
+    putting the values back would not undo the autograd history of the change."""
+
+    __slots__ = ("tensors", "copies")
+
+    def __init__(self, *tensors):
+        self.tensors = tensors
+        self.copies = None if any(t.requires_grad for t in tensors) else [t.clone() for t in tensors]
+
+    def restore(self) -> bool:
+        """Put the inputs back; False when there is nothing to put them back from."""
+        if self.copies is None:
+            return False
+        with torch.no_grad():
+            for t, c in zip(self.tensors, self.copies):
+                t.copy_(c)
+        return True
 
 
 def run_frame_as_python(error: Exception, grad_mode: bool, rng: RngSnapshot | None, call):

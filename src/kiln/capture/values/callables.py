@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from ...exc import Unsupported
+from ...exc import AutogradEngineCall, Unsupported
 from ...markers import UNBOUND, CompiledFunctionBase, graph_break, is_disabled
 from ..sources import AttrSource
 from .base import ConstantMethodValue, ConstantValue, Value, const
@@ -140,7 +140,8 @@ class TorchFunctionValue(RealCallableValue):
         if self.fn in _AUTOGRAD_ENGINE_CALLS:
             # the engine walks the real autograd graph, which reaches back past this graph's
             # inputs; run on fakes it would see leaves and answer None (silently wrong)
-            raise Unsupported(f"{self.describe()} runs the autograd engine; it runs as Python")
+            raise AutogradEngineCall(f"{self.describe()} runs the autograd engine; it runs as Python",
+                                     raw_gradients=self.fn is torch.autograd.grad)
         if makes_autograd_leaf(tx, kwargs):
             raise Unsupported(f"{self.describe()}(..., requires_grad=True) makes a new autograd leaf; "
                               f"Kiln makes it in Python")

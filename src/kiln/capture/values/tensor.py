@@ -14,7 +14,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException
 from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ... import trace
-from ...exc import Unsupported
+from ...exc import AutogradEngineCall, Unsupported
 from ..graph import SYMBOLIC_TYPES, contains_fake
 from ..sources import AsTensorSource, AttrSource
 from .base import AttributeMissing, ConstantValue, Value, const
@@ -205,6 +205,8 @@ class TensorMethodValue(Value):
             return _float_item(tx, t)
         if name in DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
+        if name == "backward":
+            raise AutogradEngineCall(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if name in UNSUPPORTED_METHODS:
             raise Unsupported(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if name == "type" and not args and not kwargs:
@@ -251,6 +253,13 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
         # come out float64), so the number stays a constant
         floating = any(t.is_floating_point() or t.is_complex() for t in tensors)
         args = [_scalar_input(tx, a, floating) for a in args]
+    written = kwargs.get("out") if kwargs.get("out") is not None else (args[0] if args else None)
+    if isinstance(written, TensorValue) and _writes_in_place(kind, target, kwargs) and _overlaps(written.fake):
+        # eager's kernels refuse most such writes ("more than one element of the written-to
+        # tensor refers to a single memory location") and do others element by element
+        # (zero_, fill_); a functional graph computes neither: the write runs as Python
+        raise Unsupported(f"an in-place write to {written.describe()}, whose elements overlap in memory "
+                          f"(an expanded tensor)")
     node_args, fake_args = zip(*[_lower(tx, a) for a in args]) if args else ((), ())
     node_kwargs, fake_kwargs = {}, {}
     for k, v in kwargs.items():
@@ -277,6 +286,34 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     if mutating:
         state.note_tensor_mutation(args, kwargs)
     return tx.wrap_fake_result(node, result)
+
+
+_INPLACE_OPERATORS = frozenset({
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
+    operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift, operator.imatmul,
+})
+
+
+_INPLACE_DUNDERS = frozenset(f"__{f.__name__}__" for f in _INPLACE_OPERATORS)
+
+
+def _writes_in_place(kind: str, target, kwargs: dict) -> bool:
+    """Whether the call writes into its first argument (or its ``out=``)."""
+    name = target if kind == "call_method" else getattr(target, "__name__", "") or ""
+    return (name.endswith("_") and not name.startswith("_")) or kwargs.get("out") is not None \
+        or target in _INPLACE_OPERATORS or target in _KEEP_EVEN_WITHOUT_OUTPUT \
+        or name in _INPLACE_DUNDERS
+
+
+def _overlaps(fake) -> bool:
+    """Whether some elements of ``fake`` share a memory location (a stride-0 dimension of
+    size > 1, as ``expand`` makes), decided without guarding symbolic sizes."""
+    for size, stride in zip(fake.shape, fake.stride()):
+        if isinstance(stride, torch.SymInt):
+            stride = stride.node.expr
+        if stride == 0 and (isinstance(size, torch.SymInt) or size > 1):
+            return True
+    return False
 
 
 # Elementwise arithmetic where a Python number and a 0-d tensor of the matching kind

@@ -1,0 +1,236 @@
+"""What a graph returns besides the values the glue needs.
+
+A graph's outputs are the tensors the rest of the frame uses (the return value, the
+values handed on at a break, the values side effects store).  Two rules add outputs,
+so that what a backend makes of the graph still behaves like eager:
+
+* **Every op eager runs still runs.**  An op whose result nobody uses is dead code to a
+  backend (AOTAutograd removes it), but eager runs it: a random op advances the
+  generator, and any op may raise where the fake run could not tell (``softmax`` on an
+  int64 tensor, ``rand_like`` on one: kernels that exist for some dtypes only).  So the
+  last op of each dead chain that makes a new tensor is an output, which keeps the
+  whole chain alive, with the views and in-place changes of that tensor.  Not needed for
+  results that alias a graph input: in-place changes of inputs are kept by every backend
+  (and so is what they read), and views fail only on metadata, which the fake run checks.
+* **A view keeps its base.**  An output that is a view of a tensor the graph computes
+  (``torch.tanh(x)[0]``) is a view in eager: changing it in place changes the base,
+  and its ``grad_fn`` is the view's.  AOTAutograd returns such an output as a plain
+  tensor unless the base is an output too, in which case it regenerates the view from
+  it.  So the base is an output; ``Codegen.realias_outputs`` rebuilds the view from it
+  for backends that return copies.
+
+And outputs of a graph compiled as one autograd node (AOTAutograd's) must behave as
+eager's per-op autograd graph does: each shows eager's ``grad_fn`` name
+(``not_a_view``, ``named_like_eager``), and a backward from some of them gives gradients only to the
+inputs those reach (``gradients_through_reached_outputs``; ``partial_backward_diverges``
+says when even that is not enough and the graph must run op by op).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.fx
+
+
+
+def storage_key(t):
+    """What identifies ``t``'s memory (None for a non-strided tensor or a non-tensor)."""
+    return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) and t.layout == torch.strided else None
+
+
+def extra_outputs(graph: torch.fx.Graph, outputs: list) -> tuple[list, list]:
+    """The nodes ``graph`` must return besides ``outputs`` (see the module docstring):
+    ``(bases, dead)``.  A dead op's result is returned detached: no backward reaches it,
+    so no input gets a gradient (zeros) through it that eager would leave ``None``."""
+    fake_node, first_user = {}, {}        # fake -> node; storage -> the node that made it
+    input_storages = set()
+    for node in graph.nodes:
+        fake = node.meta.get("example_value")
+        if isinstance(fake, torch.Tensor):
+            fake_node.setdefault(id(fake), node)
+            first_user.setdefault(storage_key(fake), node)
+            if node.op == "placeholder":
+                input_storages.add(storage_key(fake))
+    extra = []
+    returned = {id(n.meta.get("example_value")) for n in outputs}
+    for node in outputs:
+        fake = node.meta.get("example_value")
+        if not isinstance(fake, torch.Tensor) or not fake._is_view():
+            continue
+        base = fake_node.get(id(fake._base))
+        if base is not None and storage_key(fake._base) not in input_storages and id(fake._base) not in returned:
+            returned.add(id(fake._base))
+            extra.append(base)
+    used: set = set()
+    _mark_used(used, outputs + extra)
+    dead = []
+    for node in reversed(graph.nodes):
+        if node in used or node.op in ("placeholder", "output"):
+            continue
+        fake = node.meta.get("example_value")
+        if not isinstance(fake, torch.Tensor):
+            continue
+        if storage_key(fake) in input_storages:
+            _mark_used(used, [node])   # an input changed in place (kept) or an input's view
+            continue
+        if first_user.get(storage_key(fake)) is not node:
+            # a view or in-place change of a tensor the graph made: it runs if that tensor
+            # is kept (an output aliasing another would make AOTAutograd return both as views)
+            continue
+        _mark_used(used, [node])
+        if fake.requires_grad:
+            with graph.inserting_after(node):
+                node = graph.call_method("detach", (node,))
+            node.meta["example_value"] = fake.detach()
+        dead.append(node)
+    return extra, dead
+
+
+# Reading these of a tensor needs only its metadata: a backend computes them from the
+# inputs' sizes and drops the ops that made the tensor (``(y + torch.rand(())).size(0)``).
+_METADATA_READS = frozenset({"size", "stride", "numel", "nelement", "dim", "ndimension", "storage_offset"})
+
+
+def _mark_used(used: set, nodes: list) -> None:
+    """Mark ``nodes`` and what they need computed (not what they read only metadata of)."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if node not in used:
+            used.add(node)
+            if node.op == "call_method" and node.target in _METADATA_READS:
+                continue
+            stack.extend(node.all_input_nodes)
+
+
+def not_a_view(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (a view) as a tensor that is not a view, on the same memory: what eager has
+    for an output it computes as a new tensor, where a functional inference graph may
+    return a view of a tensor it updated through a view."""
+    return torch.ops.aten._unsafe_view(t, t.shape) if t.requires_grad else t.detach()
+
+
+def view_of_detached(source: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``t`` (on ``source``'s memory) as a view of a detached alias of ``source``, as eager
+    has ``x.data[1:]``: its layout is the returned tensor's."""
+    return source.detach().as_strided(t.size(), t.stride(), t.storage_offset())
+
+
+def named_like_eager(t: torch.Tensor, name: str) -> torch.Tensor:
+    """``t`` (a graph output computed fresh) with a ``grad_fn`` named ``name``, eager's node
+    for it.  An AOTAutograd graph is one autograd node for all its outputs
+    (``CompiledFunctionBackward``), which printing a tensor shows; if that is not eager's
+    name, ``t`` is passed through an identity node of that name (gradients flow through
+    unchanged)."""
+    fn = t.grad_fn
+    if fn is None or type(fn).__name__ == name:
+        return t
+    return _identity_node(name).apply(t)
+
+
+@functools.lru_cache(maxsize=None)
+def _identity_node(name: str):
+    class Identity(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.detach()      # a new tensor object on the same storage, not a view
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    Identity._backward_cls.__name__ = Identity._backward_cls.__qualname__ = name
+    return Identity
+
+
+def partial_backward_diverges(roots: list, outputs: list, raw_gradients: bool) -> bool:
+    """Whether gradients the autograd engine returns as they are (``raw_gradients``:
+    ``torch.autograd.grad``) from ``roots`` (fakes of the tensors a break hands to the
+    engine) through a graph compiled as one autograd node could differ from eager's.
+    Such a node computes its inputs' gradients from all its outputs, the ones the
+    backward did not reach counting as zeros: sums with zeros have other strides than
+    eager's (a ``sum``'s gradient is an expanded view).  ``outputs``: the graph's outputs.
+    (Which inputs get gradients at all is kept right by ``gradients_through_reached_outputs``.)"""
+    root_ids = {id(r) for r in roots}
+    return raw_gradients and any(isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in root_ids
+                                 for o in outputs)
+
+
+def _inputs_reached(fakes: list, inputs: list) -> set:
+    """The positions of ``inputs`` a backward from ``fakes`` reaches (walking the fakes'
+    own autograd graph: leaves through their AccumulateGrad, other inputs by grad_fn)."""
+    seen, stack = set(), [f.grad_fn for f in fakes if isinstance(f, torch.Tensor) and f.grad_fn is not None]
+    leaves = {id(f) for f in fakes if isinstance(f, torch.Tensor) and f.requires_grad and f.grad_fn is None}
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        variable = getattr(fn, "variable", None)
+        if variable is not None:
+            leaves.add(id(variable))
+        stack.extend(nxt for nxt, _ in fn.next_functions)
+    return {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and
+            (id(x) in leaves or x.grad_fn is not None and x.grad_fn in seen)}
+
+
+def output_reach(outputs: list, inputs: list) -> tuple | None:
+    """For outputs that require grad, ``((index, input positions reached), ...)`` when
+    they do not all reach the same inputs (a backward from some of them must leave the
+    others' inputs alone: ``gradients_through_reached_outputs``), else None."""
+    reach = tuple((i, frozenset(_inputs_reached([o], inputs))) for i, o in enumerate(outputs)
+                  if isinstance(o, torch.Tensor) and o.requires_grad)
+    return reach if len({r for _, r in reach}) > 1 else None
+
+
+def gradients_through_reached_outputs(outputs, inputs, reach) -> None:
+    """Make a backward through one autograd node for the whole graph (AOTAutograd's) give
+    an input a gradient only if an output the backward reached depends on it, as eager's
+    per-op graph does: unreached outputs count as zeros in the node's backward, which
+    would give inputs only they reach zero gradients (eager: ``.grad`` stays None).
+
+    A pre-hook on the node notes which of its outputs got a gradient; a hook after it
+    drops the gradients of inputs none of those outputs reaches.  Nothing is done when
+    the outputs do not share one node (a graph run op by op has eager's graph)."""
+    # the node: what the outputs the graph computes fresh (not views) hang from; a view's
+    # gradient reaches it through the view's own node (outputs that are views of inputs,
+    # which hang from the inputs, never reach it)
+    ends = []
+    for i, positions in reach:
+        t = outputs[i]
+        fn, nr = t.grad_fn, t.output_nr
+        if fn is not None and t._is_view():
+            fn, nr = fn.next_functions[0]
+        ends.append((fn, nr, positions, t._is_view()))
+    node = next((fn for fn, _, _, view in ends if fn is not None and not view), None)
+    if node is None or any(fn is not node for fn, _, _, view in ends if fn is not None and not view):
+        return                       # no fresh output, or they do not share one node (op by op)
+    slots = {}
+    for fn, nr, positions, _ in ends:
+        if fn is node:
+            slots.setdefault(nr, set()).update(positions)
+    edges = {}                       # input position -> indices of the node's inputs
+    for k, (fn, nr) in enumerate(node.next_functions):
+        if fn is None:
+            continue
+        for p, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and x.requires_grad and (
+                    getattr(fn, "variable", None) is x or (fn is x.grad_fn and nr == x.output_nr)):
+                edges.setdefault(p, []).append(k)
+    reached: list = []
+
+    def note(grad_outputs):
+        reached[:] = [s for s, g in enumerate(grad_outputs) if g is not None]
+
+    def drop(grad_inputs, grad_outputs):
+        if any(s not in slots for s in reached):
+            return None              # an output Kiln does not know (a mutated input): keep all
+        live = set().union(*(slots[s] for s in reached))
+        dropped = {k for p, ks in edges.items() if p not in live for k in ks}
+        if not dropped:
+            return None
+        return tuple(None if k in dropped else g for k, g in enumerate(grad_inputs))
+
+    node.register_prehook(note)
+    node.register_hook(drop)
