@@ -144,17 +144,30 @@ def _identity_node(name: str):
     return Identity
 
 
-def partial_backward_diverges(roots: list, outputs: list, raw_gradients: bool) -> bool:
-    """Whether gradients the autograd engine returns as they are (``raw_gradients``:
-    ``torch.autograd.grad``) from ``roots`` (fakes of the tensors a break hands to the
-    engine) through a graph compiled as one autograd node could differ from eager's.
-    Such a node computes its inputs' gradients from all its outputs, the ones the
-    backward did not reach counting as zeros: sums with zeros have other strides than
-    eager's (a ``sum``'s gradient is an expanded view).  ``outputs``: the graph's outputs.
-    (Which inputs get gradients at all is kept right by ``gradients_through_reached_outputs``.)"""
+def partial_backward_diverges(roots: list, outputs: list, inputs: list, raw_gradients: bool) -> bool:
+    """Whether a backward the break right after the graph runs from ``roots`` (fakes of the
+    tensors it hands to the autograd engine) through a graph compiled as one autograd node
+    could differ from eager's.  Such a node computes its inputs' gradients from all its
+    outputs, the ones the backward did not reach counting as zeros:
+
+    * gradients the engine returns as they are (``raw_gradients``: ``torch.autograd.grad``)
+      are sums with those zeros, with other strides than eager's (a ``sum``'s gradient is
+      an expanded view);
+    * an input only the other outputs reach is reached too: the engine runs the autograd
+      graph behind it, which eager's backward never touches (and whose saved tensors an
+      earlier backward may have freed: "backward through the graph a second time").
+
+    ``outputs``/``inputs``: fakes of the graph's outputs and inputs.  (Which inputs get
+    gradients at all after the frame returned is kept right by
+    ``gradients_through_reached_outputs``.)"""
     root_ids = {id(r) for r in roots}
-    return raw_gradients and any(isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in root_ids
-                                 for o in outputs)
+    others = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in root_ids]
+    if not others:
+        return False
+    if raw_gradients:
+        return True
+    reached = _inputs_reached(roots, inputs)
+    return any(not _inputs_reached([o], inputs) <= reached for o in others)
 
 
 def _inputs_reached(fakes: list, inputs: list) -> set:
