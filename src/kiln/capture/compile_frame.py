@@ -187,7 +187,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
         functional = functional_backend(compiler.backend)
-        if functional and (_backward_diverges(plan, needed, live) or _mutates_aliased_input(live)):
+        if functional and (_backward_diverges(plan, needed) or _mutates_aliased_input(live)):
             # a backward from some outputs of one autograd node reaches inputs only the
             # others reach, autograd.grad returns sums with zeros; AOTAutograd applies a change made through one of two
             # inputs that share memory twice: the graph runs op by op, as eager does
@@ -320,7 +320,7 @@ def _mutates_aliased_input(live: list) -> bool:
                                        if n in mutated and storages[i] is not None)
 
 
-def _backward_diverges(plan, needed: list, live: list) -> bool:
+def _backward_diverges(plan, needed: list) -> bool:
     """The break after the graph runs a backward from some of the graph's outputs that one
     autograd node for the graph would not give eager's result
     (``graph_outputs.partial_backward_diverges``)."""
@@ -328,7 +328,6 @@ def _backward_diverges(plan, needed: list, live: list) -> bool:
         return False
     roots = [v.fake for v in collect_tensors(plan.stack_values[plan.untouched:]) if isinstance(v, TensorValue)]
     return partial_backward_diverges(roots, [v.fake for v in needed if isinstance(v, TensorValue)],
-                                     [n.meta.get("example_value") for n, _, _ in live],
                                      raw_gradients=plan.reason.raw_gradients)
 
 

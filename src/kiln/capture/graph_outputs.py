@@ -144,7 +144,7 @@ def _identity_node(name: str):
     return Identity
 
 
-def partial_backward_diverges(roots: list, outputs: list, inputs: list, raw_gradients: bool) -> bool:
+def partial_backward_diverges(roots: list, outputs: list, raw_gradients: bool) -> bool:
     """Whether a backward the break right after the graph runs from ``roots`` (fakes of the
     tensors it hands to the autograd engine) through a graph compiled as one autograd node
     could differ from eager's.  Such a node computes its inputs' gradients from all its
@@ -153,26 +153,26 @@ def partial_backward_diverges(roots: list, outputs: list, inputs: list, raw_grad
     * gradients the engine returns as they are (``raw_gradients``: ``torch.autograd.grad``)
       are sums with those zeros, with other strides than eager's (a ``sum``'s gradient is
       an expanded view);
-    * an input only the other outputs reach is reached too: the engine runs the autograd
-      graph behind it, which eager's backward never touches (and whose saved tensors an
-      earlier backward may have freed: "backward through the graph a second time").
+    * an output no root depends on sends its zeros through backward ops eager never runs:
+      ``0 * inf`` is NaN (``y / dropout(x)``, fuzz seed 70276), and the engine goes on into
+      the autograd graph behind the inputs only it reaches, which an earlier backward may
+      have freed ("backward through the graph a second time", fuzz seed 1129).
 
-    ``outputs``/``inputs``: fakes of the graph's outputs and inputs.  (Which inputs get
-    gradients at all after the frame returned is kept right by
-    ``gradients_through_reached_outputs``.)"""
+    An output the roots depend on (a training step's logits behind its loss) gets its real
+    gradient and is fine.  ``outputs``: fakes of the graph's outputs."""
     root_ids = {id(r) for r in roots}
     others = [o for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad and id(o) not in root_ids]
     if not others:
         return False
     if raw_gradients:
         return True
-    reached = _inputs_reached(roots, inputs)
-    return any(not _inputs_reached([o], inputs) <= reached for o in others)
+    nodes, leaves = _autograd_graph_of(roots)
+    return any(id(o) not in leaves if o.grad_fn is None else o.grad_fn not in nodes for o in others)
 
 
-def _inputs_reached(fakes: list, inputs: list) -> set:
-    """The positions of ``inputs`` a backward from ``fakes`` reaches (walking the fakes'
-    own autograd graph: leaves through their AccumulateGrad, other inputs by grad_fn)."""
+def _autograd_graph_of(fakes: list) -> tuple[set, set]:
+    """The autograd nodes a backward from ``fakes`` runs, and the ids of the leaves it
+    reaches (walking the fakes' own autograd graph)."""
     seen, stack = set(), [f.grad_fn for f in fakes if isinstance(f, torch.Tensor) and f.grad_fn is not None]
     leaves = {id(f) for f in fakes if isinstance(f, torch.Tensor) and f.requires_grad and f.grad_fn is None}
     while stack:
@@ -184,6 +184,12 @@ def _inputs_reached(fakes: list, inputs: list) -> set:
         if variable is not None:
             leaves.add(id(variable))
         stack.extend(nxt for nxt, _ in fn.next_functions)
+    return seen, leaves
+
+
+def _inputs_reached(fakes: list, inputs: list) -> set:
+    """The positions of ``inputs`` a backward from ``fakes`` reaches."""
+    seen, leaves = _autograd_graph_of(fakes)
     return {i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and
             (id(x) in leaves or x.grad_fn is not None and x.grad_fn in seen)}
 
