@@ -31,6 +31,8 @@ from torch._guards import TracingContext, tracing
 
 from kiln.exc import BackendError
 
+from .backward_reach import NodeWatch, backwards_made_by, boxed, reach_aware
+
 #: Functions ``wrap(compiler, backend_name, which) -> compiler`` applied in order to the
 #: inner graph compilers AOTAutograd calls (``which`` is "forward" or "backward").  A
 #: higher layer (the automatic repro writer in ``kiln.debug``) registers here; this
@@ -105,16 +107,6 @@ def nontensor_guard(example_inputs: Sequence[Any], backend_name: str):
     return check
 
 
-def boxed(fn: Callable) -> Callable:
-    """Give ``fn(*args)`` AOTAutograd's boxed calling convention ``fn(list_of_args)``."""
-
-    def run(args):
-        return fn(*args)
-
-    run._boxed_call = True
-    return run
-
-
 def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                 backend_name: str,
                 fw_compiler: Callable,
@@ -143,8 +135,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                 return aot_module_simplified(
                     flat_gm, inputs,
                     fw_compiler=wrap_inner_compiler(fw_compiler, backend_name, "forward"),
-                    bw_compiler=_no_random_in_backward(
-                        wrap_inner_compiler(bw_compiler or fw_compiler, backend_name, "backward")),
+                    bw_compiler=_no_random_in_backward(reach_aware(
+                        wrap_inner_compiler(bw_compiler or fw_compiler, backend_name, "backward"))),
                     keep_inference_input_mutations=keep_inference_input_mutations,
                 )
         except BackendError:
@@ -225,7 +217,15 @@ class GradSpecialized:
         self._examples = None if self._context is None else [
             self._context.fake_mode.from_tensor(e) if isinstance(e, torch.Tensor) else e for e in example_inputs]
         self.variants: dict[Any, Callable] = {}
-        self.variants[self._key(example_inputs)] = compile_flat(self._flat_gm, example_inputs)
+        self._watches: dict[Any, NodeWatch] = {}   # training variants: see backward_reach
+        self._add_variant(self._key(example_inputs), lambda: compile_flat(self._flat_gm, example_inputs))
+
+    def _add_variant(self, key, compile: Callable) -> Callable:
+        fn, backwards = backwards_made_by(compile)
+        self.variants[key] = fn
+        if key is not None and len(backwards) == 1:
+            self._watches[key] = NodeWatch(backwards[0])
+        return fn
 
     def _key(self, args: Sequence[Any]):
         if not torch.is_grad_enabled():
@@ -244,8 +244,13 @@ class GradSpecialized:
         key = self._key(args)
         fn = self.variants.get(key)
         if fn is None:
-            fn = self.variants[key] = self._compile_variant(args)
-        return self._rebuild(fn(*args))
+            fn = self._add_variant(key, lambda: self._compile_variant(args))
+        out = fn(*args)
+        if key is not None:
+            watch = self._watches.get(key)
+            if watch is not None:
+                watch.watch(out)
+        return self._rebuild(out)
 
     def _compile_variant(self, args):
         if self._context is None:

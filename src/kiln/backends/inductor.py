@@ -26,6 +26,7 @@ import torch.fx
 from kiln.exc import BackendError
 
 from ._aot import GradSpecialized, first_line, wrap_inner_compiler
+from .backward_reach import copy_graph
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
@@ -40,7 +41,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
 
     def compile_flat(flat_gm, inputs):
         # a private GraphModule over a copy of the graph; submodules/params are shared
-        private = torch.fx.GraphModule(flat_gm, _copy_graph(flat_gm.graph))
+        private = torch.fx.GraphModule(flat_gm, copy_graph(flat_gm.graph))
         from torch._inductor import config as inductor_config  # loaded by compile_fx above
         # forward and backward share compile_fx_inner; is_backward tells them apart
         inner = _by_direction(wrap_inner_compiler(compile_fx_inner, "inductor", "forward"),
@@ -68,14 +69,6 @@ def _by_direction(forward: Callable, backward: Callable) -> Callable:
         return fn(gm, example_inputs, *args, **kwargs)
 
     return inner
-
-
-def _copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
-    new = torch.fx.Graph()
-    env: dict[torch.fx.Node, torch.fx.Node] = {}
-    for node in graph.nodes:
-        env[node] = new.node_copy(node, lambda n: env[n])
-    return new
 
 
 # AOTAutograd functionalizes the graph: inputs change only after every op has run, so a

@@ -1,0 +1,237 @@
+"""A compiled backward that does only what eager's backward would do from the same roots.
+
+AOTAutograd makes one autograd node for a whole graph, and its backward graph takes one
+gradient ("tangent") per output that requires grad.  Eager's autograd graph has one node
+per op, and a backward that reaches only some of a graph's outputs never runs the
+backward ops of the others.  The engine hands the compiled node ``None`` for the outputs
+it did not reach, which ``autograd.Function`` turns into zeros, so the compiled backward
+runs those ops on zeros.  Two differences follow, both visible to a user:
+
+* **Zeros are not absent.**  ``0 * inf`` is NaN: ``y / dropout(x)`` has an infinite local
+  gradient where the mask dropped an element, so a backward from another output of the
+  same graph gives ``x`` NaN gradients where eager's are finite (fuzz seed 70276).
+* **A gradient passed through is a copy.**  AOTAutograd makes each tangent the layout it
+  traced with (contiguous); where the backward graph hands a tangent on unchanged
+  (``x + r``: the gradient of ``x`` is the gradient of the sum), eager hands on the very
+  tensor it got, which ``torch.autograd.grad`` returns (a ``sum``'s gradient: an expanded
+  view with stride 0; fuzz seed 74477).
+
+So a backward compiled through here (:func:`reach_aware`) learns, per call, which
+tangents the engine left out and what it was given: a pre-hook on the node
+(:class:`NodeWatch`, installed by ``_aot.GradSpecialized`` on each call's node) notes
+them, and the compiled backward, which the engine runs right after that hook on the
+same thread, reads the note.  With tangents left out it runs a variant of the backward
+graph (:func:`skipping_absent_tangents`) in which everything computed only from them
+counts as absent: their contributions are dropped where they meet others (adding zeros,
+exact), and an input gradient made only of them is ``None`` (eager: not reached).  A
+tangent passed through unchanged is returned as the tensor the engine gave.
+
+The variant runs the backward graph's ATen ops eagerly (a rare path: a backward from
+part of a graph's outputs); the usual call runs the backend's compiled backward.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+_NOTE = threading.local()   # .slot: (CompiledBackward, absent tangent indices, {tangent index: tensor})
+
+
+def reach_aware(bw_compiler: Callable) -> Callable:
+    """Wrap a backward-graph compiler so that what it compiles is a :class:`CompiledBackward`."""
+
+    def compile_bw(gm: torch.fx.GraphModule, example_inputs):
+        pristine = torch.fx.GraphModule(gm, copy_graph(gm.graph))   # compilers may edit gm
+        compiled = bw_compiler(gm, example_inputs)
+        made = CompiledBackward(compiled, pristine)
+        sink = getattr(_NOTE, "made", None)
+        if sink is not None:
+            sink.append(made)
+        return made
+
+    return compile_bw
+
+
+def backwards_made_by(compile: Callable[[], Any]) -> tuple[Any, list]:
+    """Run ``compile()``; also return the :class:`CompiledBackward` objects it made."""
+    outer = getattr(_NOTE, "made", None)
+    _NOTE.made = made = []
+    try:
+        return compile(), made
+    finally:
+        _NOTE.made = outer
+
+
+class CompiledBackward:
+    """A compiled backward graph (AOTAutograd's boxed calling convention) that takes the
+    note a :class:`NodeWatch` left for it (see the module docstring)."""
+
+    _boxed_call = True
+
+    def __init__(self, compiled: Callable, graph: torch.fx.GraphModule):
+        self.compiled = compiled if getattr(compiled, "_boxed_call", False) else boxed(compiled)
+        self.graph = graph
+        placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+        tangents = [i for i, n in enumerate(placeholders) if n.name.startswith("tangents")]
+        self.first_tangent = tangents[0] if tangents else 0
+        self.tangents = len(tangents)
+        ok = tangents == list(range(self.first_tangent, self.first_tangent + self.tangents))
+        self.usable = ok and self.tangents > 0
+        out = next(n for n in reversed(graph.graph.nodes) if n.op == "output").args[0]
+        position = {n: i - self.first_tangent for i, n in enumerate(placeholders) if i in tangents}
+        # output position -> tangent index, for gradients the graph hands on unchanged
+        self.passed_through = {k: position[o] for k, o in enumerate(out) if o in position}
+        self._variants: dict[tuple, Callable | None] = {}
+
+    def __call__(self, args):
+        note = getattr(_NOTE, "slot", None)
+        if note is None or note[0] is not self:
+            return self.compiled(args)
+        _NOTE.slot = None
+        _, absent, given = note
+        run = self.compiled
+        if absent:
+            run = self._variant(absent) or self.compiled
+        grads = run(args)
+        if given:
+            grads = list(grads)
+            for k, j in self.passed_through.items():
+                raw, made = given.get(j), grads[k]
+                if raw is not None and isinstance(made, torch.Tensor) and raw.dtype == made.dtype and \
+                        raw.shape == made.shape and raw.device == made.device:
+                    grads[k] = raw
+        return grads
+
+    def _variant(self, absent: tuple):
+        if absent not in self._variants:
+            gm = skipping_absent_tangents(self.graph, {self.first_tangent + j for j in absent})
+            self._variants[absent] = None if gm is None else boxed(gm.forward)
+        return self._variants[absent]
+
+
+def skipping_absent_tangents(gm: torch.fx.GraphModule, absent: set) -> torch.fx.GraphModule | None:
+    """A copy of backward graph ``gm`` in which the placeholders at positions ``absent``
+    (tangents the engine left out) count as absent: every node computed only from them is
+    dropped; where such a value meets another it is replaced by zeros of its layout
+    (``zeros_like``: adding zeros is exact, multiplying them by an infinite local
+    gradient is what must not happen); an output made only of them is ``None``.
+
+    Backward ops are linear in the gradients they take, so a node whose every
+    gradient-derived input is absent is absent.  Nodes that read only the metadata of a
+    gradient (``zeros_like``, ``sym_size``) are not gradient-derived.  None when the graph
+    does not fit these assumptions (an absent non-tensor value used by a kept node)."""
+    graph = copy_graph(gm.graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    tangents = {n for n in placeholders if n.name.startswith("tangents")}
+    gone = {placeholders[i] for i in absent}
+    derived = set(tangents)
+    output = None
+    for node in graph.nodes:
+        if node.op == "output":
+            output = node
+            continue
+        if node.op == "placeholder" or _reads_metadata_only(node):
+            continue
+        inputs = [i for i in node.all_input_nodes if i in derived]
+        if inputs:
+            derived.add(node)
+            if all(i in gone for i in inputs):
+                gone.add(node)
+    for node in list(gone):
+        for user in list(node.users):
+            if user in gone or user is output:
+                continue
+            if not isinstance(node.meta.get("val"), torch.Tensor):
+                return None
+            with graph.inserting_after(node):
+                zeros = graph.call_function(torch.ops.aten.zeros_like.default, (node,))
+            user.replace_input_with(node, zeros)
+    if output is not None:
+        result = output.args[0]
+        if isinstance(result, (tuple, list)):
+            output.args = (type(result)(None if r in gone else r for r in result),)
+    graph.eliminate_dead_code()
+    return torch.fx.GraphModule(gm, graph)
+
+
+def _reads_metadata_only(node: torch.fx.Node) -> bool:
+    name = getattr(node.target, "__name__", str(node.target)).split(".")[0]
+    return name.endswith("_like") or name.startswith(("new_", "sym_")) or name in ("size", "stride", "numel", "dim")
+
+
+class NodeWatch:
+    """Per compiled forward: on each call, a pre-hook on the call's autograd node notes
+    for its :class:`CompiledBackward` which tangents the engine left out and the tensors
+    it gave for those the backward hands on unchanged."""
+
+    def __init__(self, backward: CompiledBackward):
+        self.backward = backward
+        self.surviving: list | None = None    # node output index of each tangent, in order
+        self.useless = not backward.usable
+
+    def watch(self, outputs) -> None:
+        if self.useless:
+            return
+        node = None
+        for t in outputs:
+            fn = t.grad_fn if isinstance(t, torch.Tensor) else None
+            if fn is not None and getattr(getattr(fn, "_forward_cls", None), "compiled_bw", None) is self.backward:
+                node = fn
+                break
+        if node is None:
+            return
+        if self.surviving is None:
+            self.surviving = _tangent_slots(node._forward_cls.metadata)
+            # nothing to do unless some tangent may be left out while another is not, or
+            # a tangent is handed on unchanged
+            if len(self.surviving) != self.backward.tangents or (
+                    len(self.surviving) < 2 and not self.backward.passed_through):
+                self.useless = True
+                return
+        node.register_prehook(self._note)
+
+    def _note(self, grad_outputs):
+        slots, backward = self.surviving, self.backward
+        absent = tuple(j for j, s in enumerate(slots) if grad_outputs[s] is None)
+        given = {j: grad_outputs[slots[j]] for j in backward.passed_through.values()}
+        _NOTE.slot = (backward, absent, given)
+
+
+def _tangent_slots(meta) -> list:
+    """The node's output index of each tangent of its backward graph, in order: AOTAutograd
+    takes tangents for the inputs it changes in place that require grad, then for the
+    outputs it computes (not aliases) that require grad, then for the bases of outputs
+    that are views of intermediates (``runtime_wrappers._codegen_backward_prologue``)."""
+    from torch._functorch._aot_autograd.schemas import OutputType  # loaded with AOTAutograd by now
+    mutated = meta.num_mutated_inp_runtime_indices
+    slots = [i for i, k in enumerate(meta.mutated_inp_runtime_indices)
+             if meta.input_info[k].mutates_data and meta.input_info[k].requires_grad]
+    kinds = (OutputType.non_alias, OutputType.unsafe_view_alias, OutputType.custom_function_view)
+    slots += [mutated + i for i, info in enumerate(meta.output_info)
+              if info.output_type in kinds and issubclass(info.raw_type, torch.Tensor)
+              and info.requires_grad_for_backward]
+    start = mutated + meta.num_outputs
+    slots += list(range(start, start + meta.num_intermediate_bases))
+    return slots
+
+
+def boxed(fn: Callable) -> Callable:
+    """Give ``fn(*args)`` AOTAutograd's boxed calling convention ``fn(list_of_args)``."""
+
+    def run(args):
+        return fn(*args)
+
+    run._boxed_call = True
+    return run
+
+
+def copy_graph(graph: torch.fx.Graph) -> torch.fx.Graph:
+    """A copy of ``graph`` with new nodes (a compiler may edit the nodes it is given)."""
+    new = torch.fx.Graph()
+    env: dict = {}
+    for node in graph.nodes:
+        env[node] = new.node_copy(node, lambda n: env[n])
+    return new
