@@ -115,3 +115,24 @@ def test_backward_reaching_every_output_runs_the_compiled_backward(backend):
         expected, got = _grads_after(f, seed, back), _grads_after(compiled, seed, back)
         torch.testing.assert_close(got[0], expected[0])
     assert kiln.metrics.graphs == 1 and not kiln.metrics.breaks
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_node_on_the_path_that_no_gradient_reaches_passes_none_on(backend):
+    # fuzz seed 80054: the engine runs every node on a path from the root to x, here the
+    # first graph's (through t1, an input the second graph changes in place), even though
+    # no gradient reaches it; eager's nodes pass None on, so x's gradient is the sum's alone
+    def f(x):
+        t1 = x - x
+        print("between")
+        t1[0] = 7.0
+        g, = torch.autograd.grad(x.sum(), [x])
+        return g, t1
+    compiled = kiln.compile(f, backend=backend)
+    for seed in (11, 12):
+        x, _ = _inputs(seed)
+        (ge, te), (gc, tc) = f(x), compiled(x)
+        torch.testing.assert_close(gc, ge)
+        torch.testing.assert_close(tc, te)
+        assert gc.stride() == ge.stride() == (0, 0) and gc._is_view()
+    assert kiln.metrics.graphs == 2 and len(kiln.metrics.breaks) == 2

@@ -185,10 +185,9 @@ class NodeWatch:
             return
         if self.surviving is None:
             self.surviving = _tangent_slots(node._forward_cls.metadata)
-            # nothing to do unless some tangent may be left out while another is not, or
-            # a tangent is handed on unchanged
-            if len(self.surviving) != self.backward.tangents or (
-                    len(self.surviving) < 2 and not self.backward.passed_through):
+            # (the engine runs a node on its path even when every gradient it got is
+            # None: eager's nodes then pass on None, so a single tangent matters too)
+            if len(self.surviving) != self.backward.tangents:
                 self.useless = True
                 return
         node.register_prehook(self._note)

@@ -134,6 +134,9 @@ def _identity_node(name: str):
     class Identity(torch.autograd.Function):
         @staticmethod
         def forward(ctx, t):
+            # None stays None in the backward, as through eager's node: the engine runs a
+            # node on a path to what it computes even when no gradient reached it
+            ctx.set_materialize_grads(False)
             return t.detach()      # a new tensor object on the same storage, not a view
 
         @staticmethod
