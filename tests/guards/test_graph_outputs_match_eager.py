@@ -328,3 +328,46 @@ def test_random_op_whose_result_only_gives_a_size_still_draws(backend):
             draws.append((fn(torch.randn(n, 4)), torch.rand(2)))
         assert draws[0][0] == draws[1][0]
         torch.testing.assert_close(draws[0][1], draws[1][1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_with_history_changed_in_place_shows_eagers_grad_fn(backend, capsys):
+    # fuzz seed 83978: AOTAutograd would copy the new value in (CopyBackwards)
+    def f(x, y):
+        t = x + y
+        print("sum", float(x.detach().sum()))
+        t.zero_()
+        print("v", t)
+        return t
+    compiled = kiln.compile(f, backend=backend)
+    for seed in (1, 2):
+        printed = []
+        for fn in (f, compiled):
+            g = torch.Generator().manual_seed(seed)
+            x, y = torch.randn(3, 4, generator=g, requires_grad=True), torch.randn(3, 4, generator=g)
+            out = fn(x, y)
+            printed.append(capsys.readouterr().out)
+            assert type(out.grad_fn).__name__ == "ZeroBackward0"
+        assert printed[0] == printed[1]
+    # breaks: float(), the first print, the second print
+    assert kiln.metrics.graphs == 2 and len(kiln.metrics.breaks) == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_overwritten_in_place_keeps_no_edge_to_its_old_history(backend):
+    # fuzz seed 84173: after fill_ the second backward must not reach exp's node, which
+    # the first autograd.grad freed
+    def f(x):
+        t2 = x.amax()
+        t3 = x.exp()
+        g1, = torch.autograd.grad(t3.sum(), [x])
+        t3.fill_(0.5)
+        g2, = torch.autograd.grad(t2.sum(), [x])
+        return g1, g2, t3
+    compiled = kiln.compile(f, backend=backend)
+    for seed in (3, 4):
+        x = torch.randn(3, 4, generator=torch.Generator().manual_seed(seed), requires_grad=True)
+        expected, got = f(x), compiled(x)
+        same(expected, got)
+    # graphs: before the first autograd.grad, then fill_ and the second sum
+    assert kiln.metrics.graphs == 2 and len(kiln.metrics.breaks) == 2

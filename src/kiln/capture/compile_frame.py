@@ -187,10 +187,11 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
         functional = functional_backend(compiler.backend)
-        if functional and (_backward_diverges(plan, needed) or _mutates_aliased_input(live)):
+        if functional and (_backward_diverges(plan, needed) or _mutates_input_eagerly_only(live)):
             # a backward from some outputs of one autograd node reaches inputs only the
             # others reach, autograd.grad returns sums with zeros; AOTAutograd applies a change made through one of two
-            # inputs that share memory twice: the graph runs op by op, as eager does
+            # inputs that share memory twice, and records a change of an input with
+            # autograd history as a copy: the graph runs op by op, as eager does
             compiled, functional = gm.forward, False
         else:
             compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, functional)
@@ -311,13 +312,32 @@ def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs:
     cg.name_grad_fns_like_eager(fakes, len(needed), input_fakes, listed)
 
 
-def _mutates_aliased_input(live: list) -> bool:
-    """The graph changes in place an input that shares memory with another input
-    (``x`` and ``x.detach()`` carried over a break)."""
+def _mutates_input_eagerly_only(live: list) -> bool:
+    """The graph changes in place an input in a way only eager's ops get right:
+
+    * one that shares memory with another input (``x`` and ``x.detach()`` carried over a
+      break): AOTAutograd applies the change twice;
+    * one whose change autograd records (an input with autograd history, changed under
+      grad mode): AOTAutograd copies the new value in, so the input's ``grad_fn`` is
+      ``CopyBackwards`` instead of the op's own (``ZeroBackward0``), and its one node for
+      the graph keeps an edge to the input's old history even where the new value does
+      not depend on it (``fill_``, ``zero_``), so a later backward runs the nodes behind
+      it, which eager never reaches and an earlier backward may have freed (fuzz seeds
+      83978, 84173).  Changes under ``no_grad`` (an optimizer's step on parameters,
+      running statistics) are not recorded and still go to the backend."""
     mutated = mutated_inputs([n for n, _, _ in live])
-    storages = [storage_key(n.meta.get("example_value")) for n, _, _ in live]
-    return mutated is not None and any(storages.count(storages[i]) > 1 for i, (n, _, _) in enumerate(live)
-                                       if n in mutated and storages[i] is not None)
+    if not mutated:
+        return False
+    fakes = [n.meta.get("example_value") for n, _, _ in live]
+    storages = [storage_key(f) for f in fakes]
+    for i, (n, _, _) in enumerate(live):
+        if n not in mutated:
+            continue
+        if storages[i] is not None and storages.count(storages[i]) > 1:
+            return True
+        if fakes[i].requires_grad and fakes[i].grad_fn is not None:
+            return True
+    return False
 
 
 def _backward_diverges(plan, needed: list) -> bool:
