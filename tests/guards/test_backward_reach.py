@@ -136,3 +136,25 @@ def test_node_on_the_path_that_no_gradient_reaches_passes_none_on(backend):
         torch.testing.assert_close(tc, te)
         assert gc.stride() == ge.stride() == (0, 0) and gc._is_view()
     assert kiln.metrics.graphs == 2 and len(kiln.metrics.breaks) == 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_gradient_summed_with_an_absent_path_is_the_other_path_itself(backend):
+    # fuzz seed 89248: t2 and t2.sum() are outputs of one graph; autograd.grad from a later
+    # sum of t2 reaches t2 only, so x's gradient is the later sum's expanded gradient itself
+    # (eager's engine has nothing to add it to), not that plus zeros
+    def f(x, y):
+        w = torch.zeros((), requires_grad=True)
+        t2 = sum([y * w, x, y * w])
+        scale = t2.sum().item()
+        g, = torch.autograd.grad(t2.sum(), [x])
+        return g, t2 * scale
+    compiled = kiln.compile(f, backend=backend)
+    for seed in (13, 14):
+        x, y = _inputs(seed)
+        (ge, te), (gc, tc) = f(x, y), compiled(x, y)
+        torch.testing.assert_close(gc, ge)
+        torch.testing.assert_close(tc, te)
+        assert gc.stride() == ge.stride() == (0, 0)
+    # under AOT backends the leaf made with requires_grad=True is made in Python (a break)
+    assert kiln.metrics.graphs == 3 and len(kiln.metrics.breaks) == (2 if backend == "eager" else 3)

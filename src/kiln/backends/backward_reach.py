@@ -22,8 +22,9 @@ tangents the engine left out and what it was given: a pre-hook on the node
 them, and the compiled backward, which the engine runs right after that hook on the
 same thread, reads the note.  With tangents left out it runs a variant of the backward
 graph (:func:`skipping_absent_tangents`) in which everything computed only from them
-counts as absent: their contributions are dropped where they meet others (adding zeros,
-exact), and an input gradient made only of them is ``None`` (eager: not reached).  A
+counts as absent: their contributions are dropped where they meet others (a sum with one
+absent term is the other term itself, as eager's engine hands it on; elsewhere zeros),
+and an input gradient made only of them is ``None`` (eager: not reached).  A
 tangent passed through unchanged is returned as the tensor the engine gave.
 
 The variant runs the backward graph's ATen ops eagerly (a rare path: a backward from
@@ -80,11 +81,8 @@ class CompiledBackward:
         self.tangents = len(tangents)
         ok = tangents == list(range(self.first_tangent, self.first_tangent + self.tangents))
         self.usable = ok and self.tangents > 0
-        out = next(n for n in reversed(graph.graph.nodes) if n.op == "output").args[0]
-        position = {n: i - self.first_tangent for i, n in enumerate(placeholders) if i in tangents}
-        # output position -> tangent index, for gradients the graph hands on unchanged
-        self.passed_through = {k: position[o] for k, o in enumerate(out) if o in position}
-        self._variants: dict[tuple, Callable | None] = {}
+        self.passed_through = passed_through(graph)
+        self._variants: dict[tuple, tuple] = {}
 
     def __call__(self, args):
         note = getattr(_NOTE, "slot", None)
@@ -92,24 +90,34 @@ class CompiledBackward:
             return self.compiled(args)
         _NOTE.slot = None
         _, absent, given = note
-        run = self.compiled
+        run, handed_on = self.compiled, self.passed_through
         if absent:
-            run = self._variant(absent) or self.compiled
+            run, handed_on = self._variant(absent)
         grads = run(args)
-        if given:
+        if handed_on:
             grads = list(grads)
-            for k, j in self.passed_through.items():
-                raw, made = given.get(j), grads[k]
+            for k, j in handed_on.items():
+                raw, made = given[j], grads[k]
                 if raw is not None and isinstance(made, torch.Tensor) and raw.dtype == made.dtype and \
                         raw.shape == made.shape and raw.device == made.device:
                     grads[k] = raw
         return grads
 
-    def _variant(self, absent: tuple):
+    def _variant(self, absent: tuple) -> tuple:
         if absent not in self._variants:
             gm = skipping_absent_tangents(self.graph, {self.first_tangent + j for j in absent})
-            self._variants[absent] = None if gm is None else boxed(gm.forward)
+            self._variants[absent] = (self.compiled, self.passed_through) if gm is None else \
+                (boxed(gm.forward), passed_through(gm))
         return self._variants[absent]
+
+
+def passed_through(gm: torch.fx.GraphModule) -> dict:
+    """Output position -> tangent index, for the gradients backward graph ``gm`` hands on
+    unchanged (returns a tangent placeholder itself)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    tangents = [n for n in placeholders if n.name.startswith("tangents")]
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0]
+    return {k: tangents.index(o) for k, o in enumerate(out) if o in tangents}
 
 
 def skipping_absent_tangents(gm: torch.fx.GraphModule, absent: set) -> torch.fx.GraphModule | None:
@@ -140,6 +148,11 @@ def skipping_absent_tangents(gm: torch.fx.GraphModule, absent: set) -> torch.fx.
             derived.add(node)
             if all(i in gone for i in inputs):
                 gone.add(node)
+    for node in list(graph.nodes):
+        kept = _sum_with_absent(node, gone)
+        if kept is not None:          # eager hands on the other gradient itself
+            node.replace_all_uses_with(kept)
+            gone.add(node)
     for node in list(gone):
         for user in list(node.users):
             if user in gone or user is output:
@@ -155,6 +168,25 @@ def skipping_absent_tangents(gm: torch.fx.GraphModule, absent: set) -> torch.fx.
             output.args = (type(result)(None if r in gone else r for r in result),)
     graph.eliminate_dead_code()
     return torch.fx.GraphModule(gm, graph)
+
+
+_SUMS = {torch.ops.aten.add.Tensor: (0, 1), torch.ops.aten.sub.Tensor: (0,)}
+
+
+def _sum_with_absent(node: torch.fx.Node, gone: set) -> torch.fx.Node | None:
+    """For ``a + b`` (or ``a - b``) where ``b`` is absent and ``a`` is not: ``a``, when it has
+    the sum's shape and dtype (the engine sums gradients of one tensor from several paths;
+    with one path absent eager hands on the other's gradient as it is)."""
+    keep_positions = _SUMS.get(node.target)
+    if keep_positions is None or node in gone or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
+        return None
+    for k in keep_positions:
+        kept, other = node.args[k], node.args[1 - k]
+        if isinstance(kept, torch.fx.Node) and kept not in gone and other in gone:
+            a, b = kept.meta.get("val"), node.meta.get("val")
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype:
+                return kept
+    return None
 
 
 def _reads_metadata_only(node: torch.fx.Node) -> bool:
@@ -195,8 +227,7 @@ class NodeWatch:
     def _note(self, grad_outputs):
         slots, backward = self.surviving, self.backward
         absent = tuple(j for j, s in enumerate(slots) if grad_outputs[s] is None)
-        given = {j: grad_outputs[slots[j]] for j in backward.passed_through.values()}
-        _NOTE.slot = (backward, absent, given)
+        _NOTE.slot = (backward, absent, [grad_outputs[s] for s in slots])
 
 
 def _tangent_slots(meta) -> list:
