@@ -110,6 +110,34 @@ def test_break_statement_and_else_clause(stop):
     assert_one_entry_each(expected_exits=0 if stop else 1)
 
 
+def in_try(x, t):
+    for v in t:
+        try:
+            print("in try")
+            x = x + v
+        except ValueError:
+            x = x - 1
+    return x
+
+
+def in_with(x, t):
+    for v in t:
+        with torch.no_grad():
+            print("in with")     # the block's __exit__ sits on the stack above the iterator
+            x = x + v
+    return x
+
+
+@pytest.mark.parametrize("fn, graphs", [(in_try, 2), (in_with, 3)], ids=["try", "with"])
+def test_break_inside_a_block_in_the_body(fn, graphs):
+    # a step function inside a try block pushes the whole stack (the handler may need it);
+    # the loop's iterator is handed to the picker all the same.  in_with: the frame's graph
+    # also enters no_grad before its print
+    check(fn, seeds(tensors(3)), graphs=graphs, breaks=2)
+    assert kiln.metrics.recompiles == 0
+    assert_one_entry_each(expected_exits=1)
+
+
 class Noisy(nn.Module):
     def __init__(self):
         super().__init__()
