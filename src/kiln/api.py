@@ -24,6 +24,7 @@ from . import backends as _backends
 from .backends.ddp_split import BucketSplittingBackend
 from .cache import cache_for, closure_key, reset_caches
 from .capture.graph_break import reset_compiled_callees
+from .capture.resume import forget_probes
 from .capture.values.nn_modules import has_hooks
 from .distributed.ddp import active_bucket_layout
 from .distributed.module_state import share_module_state
@@ -248,6 +249,7 @@ def reset() -> None:
     """Forget every compiled entry and zero the metrics."""
     reset_caches()
     reset_compiled_callees()
+    forget_probes()
     _WRAPPER_CLASSES.clear()
     _DDP_AWARE.clear()
     metrics.reset()

@@ -27,6 +27,7 @@ from .graph_errors import (InputSnapshot, RngSnapshot, draws_random_numbers, fun
 from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
                             partial_backward_diverges, storage_key)
 from .interpreter import BreakHere, Tracer
+from .resume import note_probed
 from .sources import ClosureSource, FnSource, LocalSource
 from .state import CaptureState
 from .values.base import TracedException
@@ -87,6 +88,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
     """
     t0 = time.perf_counter()
     real_locals = _bind_real(fn, args, kwargs)
+    note_probed(fn.__code__, ())   # captured, even if it fails: a loop's picker stops here
     break_at, reason = None, None
     while True:
         state, tracer = _new_trace(fn, real_locals, fullgraph, break_at, shapes, compiler)
@@ -119,6 +121,8 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
             state.close_autocast(record=False)
             torch._C._set_grad_enabled(grad_before)
         break
+    # which carried iterators the entry depends on (graph_break.LoopExitPicker)
+    note_probed(fn.__code__, [n for n, v in real_locals.items() if id(v) in state.probed_iterators])
     if outcome[0] == "return":
         entry = _finish(state, fn, final_grad, compiler, tracer, result=outcome[1])
     else:

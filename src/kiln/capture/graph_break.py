@@ -12,10 +12,11 @@ from typing import Callable, Protocol
 import torch
 
 from ..exc import Unsupported
-from .instructions import exception_table, stack_inputs, stack_outputs
-from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, step_code
+from .instructions import decode, enclosing_loops, exception_table, stack_depths, stack_inputs, stack_outputs
+from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, probed, step_code
 from .values.base import NullValue, Value
 from .values.functions import BoundMethodValue, UserFunctionValue
+from .values.iterators import has_items
 from .values.nn_modules import ModuleValue, has_hooks
 from .values.tensor import TensorValue
 
@@ -47,6 +48,22 @@ def _liveness(code, instructions):
     if hit is None:
         hit = _LIVENESS[code] = live_locals(code, instructions)
     return hit
+
+
+_LOOPS: dict = {}
+
+
+def _loops_at(code, index: int, depth: int) -> tuple:
+    """Stack slots of the iterators of the ``for`` loops around ``code``'s instruction
+    ``index``, innermost first (none where the stack there is not the one expected)."""
+    hit = _LOOPS.get(code)
+    if hit is None:
+        instructions = decode(code)
+        hit = _LOOPS[code] = (instructions, stack_depths(code, instructions))
+    instructions, depths = hit
+    if depths[index] != depth:
+        return ()
+    return enclosing_loops(instructions, depths, index)
 
 
 class BreakPlan:
@@ -91,7 +108,8 @@ class BreakPlan:
         target = self._to_origin(index)
         if target is None:
             raise Unsupported("internal: a graph break resumes inside a continuation's prologue")
-        return Resumption(target, after, kept, _self_first(kept, self.implicit))
+        loops = tuple(s for s in _loops_at(self.code, target, len(after)) if after[s])
+        return Resumption(target, after, kept, _self_first(kept, self.implicit), loops)
 
     callee_compiled = False
 
@@ -170,16 +188,70 @@ class StepFactory:
             if hit is not None and hit[0] is closure:
                 return hit[1]
         plan = self.plan
-        conts = [plan.compiler.compile_function(types.FunctionType(c, self.globals, c.co_name, None, closure))
-                 for c in self.cont_codes]
+        conts = []
+        for (_kind, res), code in zip(plan.exits, self.cont_codes):
+            if res.loops:
+                conts.append(LoopExitPicker(self, res, closure))
+            else:
+                conts.append(self.compile(code, closure))
         step = types.FunctionType(self.step, self.globals, self.step.co_name, None, closure)
         bound = functools.partial(step, *conts)
         if self.memoise:
             self._made[id(closure)] = (closure, bound)
         return bound
 
+    def compile(self, code, closure):
+        return self.plan.compiler.compile_function(types.FunctionType(code, self.globals, code.co_name, None, closure))
+
     def __repr__(self):
         return f"<kiln step at {self.plan.code.co_name}+{self.plan.ins.offset} ({self.plan.ins.opname})>"
+
+
+class LoopExitPicker:
+    """Picks the continuation for a resume point inside ``for`` loops, per iteration.
+
+    A continuation inside a loop runs the rest of the body, takes the next item from
+    the carried iterator (``CarriedIteratorValue``) and runs on to the break again; on
+    the last iteration it finds the iterator empty and leaves the loop instead: the
+    same code, traced two ways.  As one code object that would be two entries, the
+    second made by every first call (counted as a recompile, and taking a place under
+    the recompile limit).  So the last iteration resumes in a copy of the continuation
+    (``Resumption.exhausted``, code named ``resume_at_N_exitD``), a separate code object
+    with its own cache: this picker, called by the step function with the iterators of
+    the loops around the resume point (innermost first), returns the copy for the
+    number of them that have run out, as the trace of the continuation would see them.
+
+    It counts a loop as run out only where that matters: when the copy so far has been
+    captured and none of its entries read that loop's iterator (the continuation breaks
+    again before the loop's head, or leaves the loop by ``break``), that copy serves
+    every iteration, so a body with two breaks does not trace its first part twice.
+    The pick only chooses a cache; the entries' guards still decide what runs.
+    """
+
+    def __init__(self, factory: StepFactory, res: Resumption, closure):
+        self.factory, self.res, self.closure = factory, res, closure
+        self.made: dict = {}
+        self.body = None    # the continuation for "the innermost loop goes on", once made
+
+    def __call__(self, *iterators):
+        if self.body is not None and has_items(iterators[0]):   # every iteration but the last
+            return self.body
+        exhausted = 0
+        while exhausted < len(iterators) and not has_items(iterators[exhausted]) and self._reads(exhausted):
+            exhausted += 1
+        fn = self.made.get(exhausted)
+        if fn is None:
+            code = continuation_code(self.factory.plan.code, self.res.at_exit(exhausted))
+            fn = self.made[exhausted] = self.factory.compile(code, self.closure)
+            if exhausted == 0:
+                self.body = fn
+        return fn
+
+    def _reads(self, exhausted: int) -> bool:
+        """Whether the copy for ``exhausted`` run-out loops depends on the next loop's
+        iterator (assumed until it has been captured)."""
+        read = probed(continuation_code(self.factory.plan.code, self.res.at_exit(exhausted)))
+        return read is None or self.res.param(self.res.loops[exhausted]) in read
 
 
 class _CompiledCallee(Value):

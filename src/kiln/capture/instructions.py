@@ -134,3 +134,54 @@ def stack_outputs(ins, jump: bool) -> int:
     if ins.opname == "CALL":   # 3.11 books most of CALL's effect on PRECALL
         return 1
     return stack_inputs(ins) + dis.stack_effect(dis.opmap[ins.opname], ins.arg, jump=jump)
+
+
+_ENDS_BLOCK = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                         "JUMP_BACKWARD_NO_INTERRUPT"})
+
+
+def stack_depths(code, instructions) -> list:
+    """The stack depth on entry to each instruction (None where unreachable).
+
+    Found by following every edge from the entry, as CPython's compiler does when it
+    sizes the stack: fall-through and jumps with ``dis.stack_effect``, exception handlers
+    with the depth the exception table gives (plus the exception, plus ``lasti``)."""
+    depths = [None] * len(instructions)
+    if not instructions:
+        return depths
+    by_offset = {ins.offset: ins.index for ins in instructions}
+    handlers = exception_table(code)
+    depths[0] = 0
+    work = [0]
+    while work:
+        ins = instructions[work.pop()]
+        depth = depths[ins.index]
+        opcode = dis.opmap[ins.opname]
+        arg = ins.arg if opcode >= dis.HAVE_ARGUMENT else None
+        edges = []
+        if ins.opname not in _ENDS_BLOCK and ins.index + 1 < len(instructions):
+            edges.append((ins.index + 1, depth + dis.stack_effect(opcode, arg, jump=False)))
+        if ins.jump_target is not None:
+            edges.append((ins.jump_target, depth + dis.stack_effect(opcode, arg, jump=True)))
+        for start, end, target, handler_depth, lasti in handlers:
+            if start <= ins.offset < end and target in by_offset:
+                edges.append((by_offset[target], handler_depth + 1 + int(lasti)))
+        for index, d in edges:
+            if depths[index] is None:
+                depths[index] = d
+                work.append(index)
+    return depths
+
+
+def enclosing_loops(instructions, depths, index: int) -> tuple:
+    """The stack slots of the iterators of the ``for`` loops whose body holds
+    instruction ``index``, innermost first.  In 3.11 a loop is ``FOR_ITER`` (jumping
+    past the loop when the iterator runs out), its body, and the ``JUMP_BACKWARD`` to
+    it; the iterator stays on the stack below everything the body pushes."""
+    slots = []
+    for ins in instructions[:index]:
+        if ins.opname == "FOR_ITER" and ins.jump_target is not None and index < ins.jump_target \
+                and depths[ins.index] is not None and depths[index] is not None \
+                and depths[ins.index] <= depths[index]:
+            slots.append(depths[ins.index] - 1)
+    return tuple(sorted(set(slots), reverse=True))

@@ -73,14 +73,28 @@ def live_locals(code, instructions) -> list[frozenset]:
 
 @dataclass(frozen=True)
 class Resumption:
-    """Where a continuation resumes: instruction index, NULL layout of the stack, locals."""
+    """Where a continuation resumes: instruction index, NULL layout of the stack, locals.
+
+    ``loops``: the stack slots of the iterators of the ``for`` loops around the resume
+    point, innermost first.  ``exhausted``: how many of them (innermost first) have run
+    out when this copy is entered; the last iteration of a loop resumes in a copy of its
+    own (a separate code object, so a separate cache), see ``graph_break.LoopExitPicker``.
+    """
     index: int
     stack: tuple      # True for a value slot, False for NULL
     names: tuple      # live locals passed as parameters
     self_first: bool = False  # names[0] (a method's self) comes first: zero-argument super() reads slot 0
+    loops: tuple = ()
+    exhausted: int = 0
+
+    def param(self, slot: int) -> str:
+        return f"___stack{slot}"
+
+    def at_exit(self, exhausted: int) -> "Resumption":
+        return Resumption(self.index, self.stack, self.names, self.self_first, self.loops, exhausted)
 
     def params(self) -> list[str]:
-        return self.order([f"___stack{i}" for i, is_value in enumerate(self.stack) if is_value], list(self.names))
+        return self.order([self.param(i) for i, is_value in enumerate(self.stack) if is_value], list(self.names))
 
     def order(self, stack: list, names: list) -> list:
         """The parameters (or arguments) for the stack slots and the locals, in order."""
@@ -216,10 +230,32 @@ def continuation_code(code, resumption: Resumption) -> types.CodeType:
     if hit is None:
         bc, positions, resume_pos = _prepared(code)
         start = Label()
+        name = f"resume_at_{resumption.index}" + (f"_exit{resumption.exhausted}" if resumption.exhausted else "")
         hit = _build(bc, list(bc), (bc[positions[resumption.index]], start), _prologue(resumption, start),
-                     resume_pos, resumption.params(), code, f"resume_at_{resumption.index}")
+                     resume_pos, resumption.params(), code, name)
         _CONTINUATIONS[key] = hit
     return hit
+
+
+# continuation code -> names of its parameters holding iterators whose remaining items
+# some captured entry read (absent: never captured)
+_PROBED: dict = {}
+
+
+def note_probed(code, names) -> None:
+    """Record, after a capture of a generated ``code``, which iterator parameters it read."""
+    if code in _ORIGINS:
+        _PROBED.setdefault(code, set()).update(names)
+
+
+def probed(code) -> set | None:
+    """Iterator parameters whose items ``code``'s entries read; None before any capture."""
+    return _PROBED.get(code)
+
+
+def forget_probes() -> None:
+    """``kiln.reset``: entries are gone, so is what they read."""
+    _PROBED.clear()
 
 
 def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = True) -> types.CodeType:
@@ -241,12 +277,21 @@ def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = 
         temps = [f"___res{n}_{j}" for j in range(produced)]
         stubs.append(label)
         stubs += [Instr("STORE_FAST", t) for t in reversed(temps)]
-        args = [f"___stack{i}" for i, v in enumerate(res.stack[:len(res.stack) - produced]) if v]
+        kept = len(res.stack) - produced
+        args = [f"___stack{i}" for i, v in enumerate(res.stack[:kept]) if v]
         args = res.order(args + temps, list(res.names))
-        stubs += [Instr("PUSH_NULL"), Instr("LOAD_FAST", f"___cont{n}")]
+        stubs.append(Instr("PUSH_NULL"))
+        if res.loops:
+            # ``___cont{n}`` is a picker: given the loops' iterators, it returns the continuation
+            iterators = [f"___stack{s}" if s < kept else temps[s - kept] for s in res.loops]
+            stubs += [Instr("PUSH_NULL"), Instr("LOAD_FAST", f"___cont{n}")]
+            stubs += [Instr("LOAD_FAST", it) for it in iterators]
+            stubs += [Instr("PRECALL", len(iterators)), Instr("CALL", len(iterators))]
+        else:
+            stubs.append(Instr("LOAD_FAST", f"___cont{n}"))
         stubs += [Instr("LOAD_FAST", a) for a in args]
         stubs += [Instr("PRECALL", len(args)), Instr("CALL", len(args)), Instr("RETURN_VALUE")]
-        stub_stack = max(stub_stack, len(at.stack) + produced + 2 + len(args))
+        stub_stack = max(stub_stack, len(at.stack) + produced + 3 + max(len(args), len(res.loops)))
     name = instr.name
     arg = instr.arg
     if "jump" in labels:

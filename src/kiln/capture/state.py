@@ -38,6 +38,7 @@ class CaptureState:
         self._grad_mode_changed = False
         self._special = None
         self.autocast_stack: list = []   # AutocastValues entered and not yet exited, innermost last
+        self.probed_iterators: set = set()   # id()s of carried iterators whose remaining items were read
         self.guards.global_state()
 
     # -- object identity --------------------------------------------------------------

@@ -149,6 +149,24 @@ def remaining_items(it):
     return None
 
 
+def has_items(it) -> bool:
+    """Whether ``remaining_items(it)`` would be non-empty, without building it: what a
+    step function asks of the iterator of a loop around its break to pick the
+    continuation (``graph_break.LoopExitPicker``), once per iteration.  True for kinds
+    whose items cannot be read (the continuation breaks at their ``FOR_ITER`` anyway)."""
+    t = type(it)
+    if t in _SEQUENCE_ITERATORS:
+        return operator.length_hint(it) > 0
+    if t is enumerate:
+        return has_items(it.__reduce__()[1][0])
+    if t is zip:
+        red = it.__reduce__()
+        if len(red) > 2 and red[2]:
+            return True
+        return all(has_items(i) for i in red[1])
+    return True
+
+
 def iterated_containers(it) -> list:
     """The mutable containers a built-in iterator walks (a list, a dict, a set), which
     it reads live: a change the trace makes to one must be seen by the next item."""
@@ -182,6 +200,7 @@ class CarriedIteratorValue(IteratorValue):
         self.real_rest = real_rest
         self.walks = iterated_containers(obj)
         self.rest_source = CallSource(id(remaining_items), source, (), fn=remaining_items)
+        self.obj_id = id(obj)
 
     def describe(self):
         return f"{self.kind.__name__} object at {self.source.describe()}"
@@ -193,6 +212,9 @@ class CarriedIteratorValue(IteratorValue):
     def next(self, tx):
         i = len(self.items)
         src, guards = self.rest_source, tx.state.guards
+        # the entry now depends on how many items are left: a loop's continuation is
+        # picked by that (see graph_break.LoopExitPicker)
+        tx.state.probed_iterators.add(self.obj_id)
         for container in self.walks:
             known = tx.state.known_value(container)
             if known is not None and getattr(known, "dirty", False):
