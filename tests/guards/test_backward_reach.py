@@ -105,8 +105,14 @@ def test_gradient_handed_on_unchanged_keeps_eagers_layout(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_backward_reaching_every_output_runs_the_compiled_backward(backend):
-    # the usual case: both outputs reached, gradients as eager's
+def test_backward_reaching_every_output_runs_the_compiled_backward(backend, monkeypatch):
+    # the usual case: both outputs reached, gradients as eager's, and no variant of the
+    # backward graph is made (the backend's compiled backward runs)
+    from kiln.backends import backward_reach
+    variants = []
+    real = backward_reach.skipping_absent_tangents
+    monkeypatch.setattr(backward_reach, "skipping_absent_tangents", lambda *a: variants.append(a) or real(*a))
+
     def f(x, y):
         return y / (x + 10), (x * x).sum()
     compiled = kiln.compile(f, backend=backend)
@@ -115,6 +121,10 @@ def test_backward_reaching_every_output_runs_the_compiled_backward(backend):
         expected, got = _grads_after(f, seed, back), _grads_after(compiled, seed, back)
         torch.testing.assert_close(got[0], expected[0])
     assert kiln.metrics.graphs == 1 and not kiln.metrics.breaks
+    assert variants == []
+    # ... while a backward from one of them makes one (under the AOT backends)
+    _grads_after(compiled, 11, lambda out: out[1].backward())
+    assert len(variants) == (0 if backend == "eager" else 1)
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

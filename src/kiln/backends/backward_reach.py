@@ -38,7 +38,7 @@ from typing import Any, Callable
 import torch
 import torch.fx
 
-_NOTE = threading.local()   # .slot: (CompiledBackward, absent tangent indices, {tangent index: tensor})
+_NOTE = threading.local()   # .slot: (CompiledBackward, absent tangent indices, the engine's gradient per tangent)
 
 
 def reach_aware(bw_compiler: Callable) -> Callable:
@@ -76,7 +76,7 @@ class CompiledBackward:
         self.compiled = compiled if getattr(compiled, "_boxed_call", False) else boxed(compiled)
         self.graph = graph
         placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
-        tangents = [i for i, n in enumerate(placeholders) if n.name.startswith("tangents")]
+        tangents = [i for i, n in enumerate(placeholders) if _is_tangent(n)]
         self.first_tangent = tangents[0] if tangents else 0
         self.tangents = len(tangents)
         ok = tangents == list(range(self.first_tangent, self.first_tangent + self.tangents))
@@ -114,8 +114,7 @@ class CompiledBackward:
 def passed_through(gm: torch.fx.GraphModule) -> dict:
     """Output position -> tangent index, for the gradients backward graph ``gm`` hands on
     unchanged (returns a tangent placeholder itself)."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    tangents = [n for n in placeholders if n.name.startswith("tangents")]
+    tangents = [n for n in gm.graph.nodes if _is_tangent(n)]
     out = next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0]
     return {k: tangents.index(o) for k, o in enumerate(out) if o in tangents}
 
@@ -133,9 +132,8 @@ def skipping_absent_tangents(gm: torch.fx.GraphModule, absent: set) -> torch.fx.
     does not fit these assumptions (an absent non-tensor value used by a kept node)."""
     graph = copy_graph(gm.graph)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    tangents = {n for n in placeholders if n.name.startswith("tangents")}
     gone = {placeholders[i] for i in absent}
-    derived = set(tangents)
+    derived = {n for n in placeholders if _is_tangent(n)}
     output = None
     for node in graph.nodes:
         if node.op == "output":
@@ -151,8 +149,7 @@ def skipping_absent_tangents(gm: torch.fx.GraphModule, absent: set) -> torch.fx.
     for node in list(graph.nodes):
         kept = _sum_with_absent(node, gone)
         if kept is not None:          # eager hands on the other gradient itself
-            node.replace_all_uses_with(kept)
-            gone.add(node)
+            node.replace_all_uses_with(kept)      # (the sum is then dead code)
     for node in list(gone):
         for user in list(node.users):
             if user in gone or user is output:
@@ -187,6 +184,11 @@ def _sum_with_absent(node: torch.fx.Node, gone: set) -> torch.fx.Node | None:
             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype:
                 return kept
     return None
+
+
+def _is_tangent(node: torch.fx.Node) -> bool:
+    """AOTAutograd names the backward graph's gradient placeholders ``tangents_N``."""
+    return node.op == "placeholder" and node.name.startswith("tangents")
 
 
 def _reads_metadata_only(node: torch.fx.Node) -> bool:

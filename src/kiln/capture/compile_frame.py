@@ -192,10 +192,9 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
         functional = functional_backend(compiler.backend)
         if functional and (_backward_diverges(plan, needed) or _mutates_input_eagerly_only(live)):
-            # a backward from some outputs of one autograd node reaches inputs only the
-            # others reach, autograd.grad returns sums with zeros; AOTAutograd applies a change made through one of two
-            # inputs that share memory twice, and records a change of an input with
-            # autograd history as a copy: the graph runs op by op, as eager does
+            # one autograd node would not give eager's backward from the break after the
+            # graph, or AOTAutograd would not apply an in-place change of an input as eager
+            # does (see both functions): the graph runs op by op, as eager does
             compiled, functional = gm.forward, False
         else:
             compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, functional)

@@ -212,7 +212,9 @@ class GuardCodegen:
         (``True`` when there is nothing to hand off)."""
         out = [f"def {name}({self.params}):", "    try:"]
         out += ["        " + l for l in self._body(lambda g: "return False", handoff)]
-        out += ["        return True", "    except Exception:", "        return False"]
+        if not handoff:            # else the body ends returning the handed-off values
+            out.append("        return True")
+        out += ["    except Exception:", "        return False"]
         return "\n".join(out) + "\n"
 
     def gather_source(self, name: str, handoff: list) -> str:
