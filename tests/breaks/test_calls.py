@@ -94,10 +94,12 @@ def test_break_in_method_calling_method():
     def f(x):
         return s.twice(x) / 2
 
-    # twice() has no tensor work; apply(): x * k, then y - calls (the int attribute
-    # enters the graph as a 0-d tensor, so the second call reuses it); f: the division.
+    # twice() has no tensor work; apply(): x * k, then y - calls: the int attribute is
+    # baked in the first time, and its second value (the second apply() of the same
+    # call) makes it a 0-d tensor input from then on (ShapePolicy.number_varies): one
+    # more graph, reused for every later value; f: the division.
     # Breaks: f at twice(), twice() at both apply() calls, apply() once.
-    check(f, seeds(one()), graphs=3, breaks=1, setup=lambda: setattr(s, "calls", 0), state=lambda: s.calls)
+    check(f, seeds(one()), graphs=4, breaks=1, setup=lambda: setattr(s, "calls", 0), state=lambda: s.calls)
 
 
 class Block(nn.Module):

@@ -34,6 +34,8 @@ class ShapePolicy:
         self._dynamic_dims: dict[str, set] = {}   # input -> dimensions found to vary
         self._ints: dict[str, int] = {}
         self._dynamic_ints: set[str] = set()
+        self._numbers: dict[str, tuple] = {}      # read number -> (type, value) when last captured
+        self._varying_numbers: set[str] = set()
 
     @property
     def automatic(self) -> bool:
@@ -75,3 +77,23 @@ class ShapePolicy:
             self._dynamic_ints.add(key)
             return True
         return False
+
+    def number_varies(self, key: str, value) -> bool:
+        """Whether a number read from an object, a global or a cell (``key``), met in
+        tensor arithmetic, has been seen with another value: then it enters the graph as
+        a 0-d tensor input, else it is baked in and guarded by value.
+
+        Such numbers are mostly hyperparameters (a norm's ``eps``, an attention scale)
+        that never change: an input would cost a tensor made per call and keep backends
+        from folding it.  A counter kept in an attribute changes: its second value costs
+        one more entry, after which it is an input (in every ``dynamic`` mode: an input
+        is not a symbol)."""
+        if key in self._varying_numbers:
+            return True
+        seen = self._numbers.get(key)
+        self._numbers[key] = (type(value), value)
+        if seen is not None and seen != (type(value), value):
+            self._varying_numbers.add(key)
+            return True
+        return False
+

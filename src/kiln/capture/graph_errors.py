@@ -72,9 +72,35 @@ def is_random_op(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return False
     tags = getattr(node.target, "tags", None)
+    name = getattr(node.target, "__name__", "")
+    if _switched_off(node, name):
+        return False
     if tags is not None and torch.Tag.nondeterministic_seeded in tags:
         return True
-    return _random_name(getattr(node.target, "__name__", ""))
+    return _random_name(name)
+
+
+_DROPOUT_SWITCHES = ((("training", "train"), 2, False), (("p",), 1, 0))
+# Random ops whose randomness a constant argument turns off (``F.dropout(x, p,
+# training=False)`` in an eval-mode model, attention with ``dropout_p=0.0``): for each,
+# (argument names, position, the value that turns it off).  Checked against the draws of
+# eager's kernels: no generator moves.
+_OFF_SWITCHES = {
+    **dict.fromkeys(("dropout", "alpha_dropout", "feature_alpha_dropout", "feature_dropout", "dropout1d",
+                     "dropout2d", "dropout3d"), _DROPOUT_SWITCHES),
+    "scaled_dot_product_attention": ((("dropout_p",), 4, 0),),
+}
+
+
+def _switched_off(node: torch.fx.Node, name: str) -> bool:
+    """Whether a constant argument of this call turns its randomness off."""
+    for names, position, off in _OFF_SWITCHES.get(name, ()):
+        given = [node.kwargs[n] for n in names if n in node.kwargs]
+        if not given and len(node.args) > position:
+            given = [node.args[position]]
+        if given and type(given[0]) in (bool, int, float) and given[0] == off:
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=None)

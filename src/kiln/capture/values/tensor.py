@@ -16,7 +16,7 @@ from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 from ... import trace
 from ...exc import AutogradEngineCall, Unsupported
 from ..graph import SYMBOLIC_TYPES, contains_fake
-from ..sources import AsTensorSource, AttrSource
+from ..sources import AsTensorSource, AttrSource, ItemSource, LocalSource
 from .base import AttributeMissing, ConstantValue, Value, const
 from .containers import DictValue, ListValue, SliceValue, TupleValue
 from .symbolic import SymNodeValue, size_value
@@ -327,7 +327,9 @@ _SCALAR_FRIENDLY = frozenset({
 def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
     """A number that is not specialised yet (a loop index or an ``item()`` carried into a
     continuation) enters the graph as a 0-d tensor input instead of being baked in, so a
-    new value is not a recompile.
+    new value is not a recompile.  A number read from an object, a global or a cell
+    rather than given to the frame is baked in until a capture sees it change
+    (``ShapePolicy.number_varies``).
 
     Its dtype keeps eager's type promotion: a 0-d tensor does not promote a tensor of its
     own category (int64 for an int, float64 for a float next to a floating tensor), and a
@@ -337,6 +339,8 @@ def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
         return v
     value = v.peek()
     if type(value) not in (int, float):
+        return v
+    if not _given_to_frame(v.source) and not tx.state.shapes.number_varies(v.source.describe(), value):
         return v
     if type(value) is int:
         dtype = torch.int64
@@ -353,6 +357,14 @@ def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
     out.cls = torch.Tensor
     state.fake_values[id(fake)] = out
     return out
+
+
+def _given_to_frame(source) -> bool:
+    """Whether ``source`` is an argument of the frame or an item of one (``args[0]``),
+    as opposed to something read from an object, a global or a cell."""
+    while isinstance(source, ItemSource):
+        source = source.base
+    return isinstance(source, LocalSource)
 
 
 def _is_symbolic(value) -> bool:
