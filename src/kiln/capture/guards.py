@@ -98,9 +98,11 @@ class GuardSet:
         """Type, dtype, device, requires_grad, and every size and stride that is static in
         ``fake`` (all of them unless the capture made some symbolic: those are checked by
         the shape guards, ``GraphBuilder.shape_guards``)."""
+        # on the CPU, is_cpu says what ``device == cpu`` does without making a device object
+        device = "{v}.is_cpu" if t.device.type == "cpu" else f"{{v}}.device == {self.ns.ref(t.device)}"
         parts = [f"type({{v}}) is {self.ns.ref(type(t))}",
                  f"{{v}}.dtype is {self.ns.ref(t.dtype)}",
-                 f"{{v}}.device == {self.ns.ref(t.device)}",
+                 device,
                  f"{{v}}.requires_grad is {t.requires_grad}"]
         sizes = tuple(fake.shape) if fake is not None else tuple(t.shape)
         strides = (tuple(fake.stride()) if fake is not None else tuple(t.stride())) if t.layout == torch.strided else None
