@@ -389,9 +389,11 @@ def static_fake_mode(example_inputs) -> FakeTensorMode:
     """A fake mode with a shape environment and no symbols, already holding a static fake
     of every tensor input (so backends that fake the real inputs again get these)."""
     mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor):
-            mode.from_tensor(x, static_shapes=True)
+    # the mode's memo (real tensor -> fake) holds its fakes weakly: unless something keeps
+    # them alive they are gone at once, and the backend's own faking of the real inputs
+    # (AOTAutograd's) makes every size a new symbol, compiling the graph as dynamic
+    mode.kiln_static_fakes = [mode.from_tensor(x, static_shapes=True)
+                              for x in example_inputs if isinstance(x, torch.Tensor)]
     return mode
 
 
