@@ -11,6 +11,10 @@ One ShapePolicy belongs to each compiled frame's cache and outlives its captures
   exactly that dimension (or int) is symbolic from then on.  So a size that keeps
   changing costs one more entry, not one per value.
 
+Numbers read from objects, globals or cells that meet tensors in arithmetic follow the
+same "static until seen to change" rule in every mode, as 0-d tensor inputs rather than
+symbols (``number_varies``).
+
 Parameters and buffers of modules stay static in every mode (their sizes do not vary,
 and keeping them static keeps their guards cheap).  ``kiln.mark_dynamic`` /
 ``maybe_mark_dynamic`` / ``mark_static`` on a tensor (``markers.py``) override the
@@ -96,4 +100,3 @@ class ShapePolicy:
             self._varying_numbers.add(key)
             return True
         return False
-
