@@ -34,7 +34,8 @@ import kiln
 from kiln.bench.overhead import GraphRecorder, interleaved_medians
 from overhead import real_models
 
-_TENSOR_CHECK = re.compile(r"\.stride\(\) ==|\.shape ==")
+# every tensor guard checks requires_grad, whether its sizes are static or symbolic
+_TENSOR_CHECK = re.compile(r"\.requires_grad is (?:True|False)")
 
 
 def medians_us(parts: dict, calls: int = 100, rounds: int = 41) -> dict:
@@ -96,7 +97,7 @@ def anatomy(name, model, args, kwargs, backend: str) -> str:
     glue = run - graphs
     no_tensor_us, reads_us = t["no_tensor"], t["reads"]
     checks = entry.guard_source.count("if not (")
-    tensors = len(_TENSOR_CHECK.findall(entry.guard_source)) // 2
+    tensors = len(_TENSOR_CHECK.findall(entry.guard_source))
     return (f"{name:14} {len(compiled.forward.entries):>7} {checks:>6} {tensors:>7} {call - graphs:>9.1f} "
             f"{guard:>7.1f} {t['guard_run'] - run:>7.1f} {guard - no_tensor_us:>10.1f} {reads_us:>10.1f} "
             f"{glue:>7.1f} {call - t['guard_run']:>7.1f}")

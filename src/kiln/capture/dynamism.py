@@ -38,7 +38,7 @@ class ShapePolicy:
         self._dynamic_dims: dict[str, set] = {}   # input -> dimensions found to vary
         self._ints: dict[str, int] = {}
         self._dynamic_ints: set[str] = set()
-        self._numbers: dict[str, tuple] = {}      # read number -> (type, value) when last captured
+        self._numbers: dict[str, tuple] = {}      # number read -> (type, value) when last captured
         self._varying_numbers: set[str] = set()
 
     @property
@@ -73,14 +73,7 @@ class ShapePolicy:
         (Ints read from attributes stay constants: module configuration does not vary.)"""
         if self.mode is False or (self.mode is None and not self.automatic):
             return False
-        if key in self._dynamic_ints:
-            return True
-        seen = self._ints.get(key)
-        self._ints[key] = value
-        if seen is not None and seen != value:
-            self._dynamic_ints.add(key)
-            return True
-        return False
+        return _seen_to_vary(self._ints, self._dynamic_ints, key, value)
 
     def number_varies(self, key: str, value) -> bool:
         """Whether a number read from an object, a global or a cell (``key``), met in
@@ -92,11 +85,17 @@ class ShapePolicy:
         from folding it.  A counter kept in an attribute changes: its second value costs
         one more entry, after which it is an input (in every ``dynamic`` mode: an input
         is not a symbol)."""
-        if key in self._varying_numbers:
-            return True
-        seen = self._numbers.get(key)
-        self._numbers[key] = (type(value), value)
-        if seen is not None and seen != (type(value), value):
-            self._varying_numbers.add(key)
-            return True
-        return False
+        return _seen_to_vary(self._numbers, self._varying_numbers, key, (type(value), value))
+
+
+def _seen_to_vary(last: dict, varying: set, key: str, value) -> bool:
+    """Whether ``key`` varies: it did before, or ``value`` differs from the one ``last``
+    remembers (which becomes ``value``)."""
+    if key in varying:
+        return True
+    seen = last.get(key)
+    last[key] = value
+    if seen is not None and seen != value:
+        varying.add(key)
+        return True
+    return False
