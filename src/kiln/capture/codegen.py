@@ -305,7 +305,8 @@ class Codegen:
             else:
                 writes.append(f"{target}.{name} = {hold(self.expr(value))}")
         for gdict, name, value in se.global_writes.values():
-            writes.append(f"{self.ref(gdict)}[{name!r}] = {hold(self.expr(value))}")
+            # the module's dict, however the trace wrote it (STORE_GLOBAL or mod.name = v)
+            writes.append(f"{self.ns.ref(gdict, '___g')}[{name!r}] = {hold(self.expr(value))}")
         for cell, value in se.cell_writes.values():
             if cell.source is None:
                 raise Unsupported("writing a closure variable of a function Kiln cannot locate")

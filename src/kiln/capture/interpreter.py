@@ -164,18 +164,20 @@ class Tracer:
 
     # -- names -------------------------------------------------------------------------------
     def load_global(self, name: str) -> Value:
+        # the module's one store (side_effects): writes through the module object count too
         pending = self.state.side_effects.pending_global(self.f_globals, name)
         if pending is not None:
             return pending
         g = self.f_globals
+        source = GlobalSource.of(g, name, self.state.fn.__globals__)
         if name in g:
-            return builder.wrap(self, g[name], GlobalSource(id(g), name, g))
+            return builder.wrap(self, g[name], source)
         builtins = g.get("__builtins__", __builtins__)
         bdict = builtins if isinstance(builtins, dict) else builtins.__dict__
         if name in bdict:
             self.state.guards.add("const", None,
                                   f"{name!r} not in {self.state.ns.ref(g, '___g')}",
-                                  f"global {name!r} does not shadow the builtin")
+                                  f"global {name!r}{source.of_module()} does not shadow the builtin")
             return builder.wrap(self, bdict[name], None)
         raise Unsupported(f"name {name!r} is not defined (NameError)")
 

@@ -2,9 +2,9 @@
 
 Tensor mutations live in the graph itself (in-place ops on graph inputs); what is
 recorded here is everything else: attribute writes on existing objects, writes to
-globals and closure cells, and containers from outside the frame whose contents
-changed.  Reads during tracing consult the pending writes first, so the traced code
-sees its own writes.
+module globals (one store per module, however they are written) and closure cells,
+and containers from outside the frame whose contents changed.  Reads during tracing
+consult the pending writes first, so the traced code sees its own writes.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..exc import Unsupported
 class SideEffects:
     def __init__(self):
         self.attr_writes: dict = {}       # (id(obj), name) -> (obj_value, name, value)
-        self.global_writes: dict = {}     # (id(globals), name) -> (globals_dict, name, value)
+        self.global_writes: dict = {}     # (id(module dict), name) -> (globals_dict, name, value)
         self.cell_writes: dict = {}       # id(cell) -> (cell_value, value)
         self.mutated_containers: dict = {}  # id(value) -> container value with a source
         self.new_objects: list = []
@@ -53,8 +53,16 @@ class SideEffects:
         hit = self.attr_writes.get((id(obj), name))
         return hit[2] if hit is not None else None
 
+    # -- module globals: one store per module -------------------------------------------
+    # A module's globals and its attributes are one dict (``mod.__dict__`` is the
+    # ``__globals__`` of its functions).  Every write to it, by STORE_GLOBAL in any
+    # function sharing that dict or through the module object (``mod.x = v``,
+    # ``setattr(mod, "x", v)``), is kept here under the dict, and every read (LOAD_GLOBAL,
+    # ``mod.x``, ``getattr(mod, "x")``) asks here first: a write by an inlined callee in
+    # another module is seen by the frame's later reads, whichever way they read.
     def store_global(self, globals_dict: dict, name: str, value):
-        self._check_allowed(f"global {name!r}")
+        self._check_allowed(f"global {name!r} of module {globals_dict.get('__name__', '?')}")
+        # keyed by first write: new names reach the module's dict in the order eager adds them
         self.global_writes[(id(globals_dict), name)] = (globals_dict, name, value)
 
     def pending_global(self, globals_dict: dict, name: str):

@@ -85,10 +85,19 @@ class LocalSource(Source):
 
 @dataclass(frozen=True)
 class GlobalSource(Source):
-    """``globals_dict[name]`` of some module (the frame's or an inlined callee's)."""
+    """``globals_dict[name]``: a global of some module, read by ``LOAD_GLOBAL`` in one of
+    its functions or as an attribute of the module object (both are one store: the
+    module's ``__dict__``).  ``module`` is the module's name when it is not the compiled
+    frame's own, so guards and messages say whose global it is."""
     globals_id: int
     name: str
     globals_ref: object = None  # the dict itself; excluded from eq via id
+    module: str | None = None   # None: the compiled frame's own module; excluded from eq
+
+    @staticmethod
+    def of(globals_dict: dict, name: str, frame_globals: dict) -> "GlobalSource":
+        module = None if globals_dict is frame_globals else str(globals_dict.get("__name__", "<unnamed module>"))
+        return GlobalSource(id(globals_dict), name, globals_dict, module)
 
     def __hash__(self):
         return hash((self.globals_id, self.name))
@@ -96,9 +105,17 @@ class GlobalSource(Source):
     def __eq__(self, other):
         return isinstance(other, GlobalSource) and (self.globals_id, self.name) == (other.globals_id, other.name)
 
+    def of_module(self) -> str:
+        """`` of module M`` for another module's global, else nothing."""
+        return "" if self.module is None else f" of module {self.module}"
+
+    def describe(self):
+        return self.name if self.module is None else f"global {self.name!r}{self.of_module()}"
+
     def _expr(self, ns):
         if isinstance(ns, _DescribeNS):
-            return self.name
+            # inside a longer path (``other.cfg.eps``): the dotted name reads best
+            return self.name if self.module is None else f"{self.module}.{self.name}"
         return f"{ns.ref(self.globals_ref, '___g')}[{self.name!r}]"
 
 

@@ -15,14 +15,14 @@ import types
 import torch
 
 from ...exc import Unsupported
-from .attributes import (DELETED, CMethodValue, attr_source, attribute_store_modelled, bind_class_attr,
-                         callable_name, custom_setattr, has_custom_getattribute, is_trusted_module,
+from .attributes import (DELETED, GENERIC_SETATTRS, CMethodValue, attr_source, attribute_store_modelled,
+                         bind_class_attr, callable_name, custom_setattr, has_custom_getattribute, is_trusted_module,
                          lookup_class_attr, pending_write)
-from .base import AttributeMissing, TracedException, Value, const
-from .containers import ListValue
+from .base import AttributeMissing, TracedException, Value, const, raise_python
+from .containers import BoundContainerMethod, ListValue
 from .functions import BoundMethodValue, UserFunctionValue
 from .weakrefs import DEREF, call_real_ref
-from ..sources import AttrSource, ConstSource, ItemSource
+from ..sources import AttrSource, ConstSource, GlobalSource, ItemSource
 
 
 class DunderProtocol:
@@ -300,19 +300,137 @@ class SubclassesValue(Value):
 
 
 class PythonModuleValue(ObjectValue):
+    """A Python module.  Its attributes are its globals, one dict (the ``__globals__`` of
+    its functions): reads and writes through the module object use the store that
+    LOAD_GLOBAL and STORE_GLOBAL in its functions use (``SideEffects.store_global``,
+    keyed by that dict), so each sees the other's writes, and the guards are the same
+    ones (``GlobalSource``).  What the module's class decides itself (a data descriptor,
+    the ``__setattr__`` of a ModuleType subclass) stays an ordinary attribute access."""
+
     def describe(self):
         return f"module {self.obj.__name__}"
 
-    def getattr(self, tx, name):
-        pending = pending_write(tx, self, name)
+    def _in_dict(self, name) -> bool:
+        """Whether ``mod.name`` means the dict entry: no data descriptor of the class wins."""
+        raw = lookup_class_attr(type(self.obj), name)[1]
+        return raw is None or not (hasattr(type(raw), "__set__") or hasattr(type(raw), "__delete__"))
+
+    def _global_source(self, tx, name):
+        # attributes of trusted modules (torch.float32, math.pi) are not guarded
+        return None if is_trusted_module(self.obj) else GlobalSource.of(self.obj.__dict__, name,
+                                                                         tx.state.fn.__globals__)
+
+    def read_global(self, tx, name):
+        """The module's global ``name`` as its dict holds it now (the trace's own writes
+        first), or None when it has none, guarded either way."""
+        g = self.obj.__dict__
+        pending = tx.state.side_effects.pending_global(g, name)
         if pending is not None:
             return pending
+        if name in g:
+            return tx.wrap(g[name], self._global_source(tx, name))
+        source = self._global_source(tx, name)
+        if source is not None:
+            tx.state.guards.add("keys", None, f"{name!r} not in {tx.state.ns.ref(g, '___g')}",
+                                f"{source.describe()} does not exist")
+        return None
+
+    def getattr(self, tx, name):
+        mod = self.obj
+        if self._in_dict(name):
+            found = self.read_global(tx, name)
+            if found is not None:
+                return found
+        pending = pending_write(tx, self, name)   # stored through the class's own __setattr__
+        if pending is not None:
+            return pending
+        if name == "__dict__":
+            return ModuleGlobalsValue(self)
         try:
-            value = getattr(self.obj, name)
+            value = getattr(mod, name)
         except AttributeError:
-            raise AttributeMissing(f"module {self.obj.__name__!r} has no attribute {name!r}")
-        src = None if is_trusted_module(self.obj) else attr_source(self.source, name)
+            raise AttributeMissing(f"module {mod.__name__!r} has no attribute {name!r}")
+        src = None if is_trusted_module(mod) else attr_source(self.source, name)
         return tx.wrap(value, src)
+
+    def _stores_in_dict(self, name) -> bool:
+        return lookup_class_attr(type(self.obj), "__setattr__")[1] in GENERIC_SETATTRS and self._in_dict(name)
+
+    def setattr(self, tx, name, value):
+        if self._stores_in_dict(name):
+            tx.state.side_effects.store_global(self.obj.__dict__, name, value)
+        else:
+            ObjectValue.setattr(self, tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
+        if self._in_dict(name):
+            tx.state.side_effects.store_global(self.obj.__dict__, name, value)
+        else:
+            ObjectValue.generic_setattr(self, tx, name, value)
+
+    def delattr(self, tx, name):
+        raise Unsupported(f"deleting attribute {name!r} of {self.describe()} inside a compiled region "
+                          f"(deleting a module's globals is not modelled)")
+
+
+class ModuleGlobalsValue(Value):
+    """``mod.__dict__``: the module's one store seen as a dict.  ``d[k]``, ``d.get(k)``,
+    ``k in d`` and ``d[k] = v`` read and write what ``mod.k`` and the module's
+    LOAD_GLOBAL / STORE_GLOBAL do; anything else on it (iterating, deleting) is a
+    graph break rather than a second copy of the module that would go stale."""
+
+    def __init__(self, module_value: PythonModuleValue):
+        self.module_value = module_value
+        self.source = None
+
+    def python_type(self):
+        return dict
+
+    def describe(self):
+        return f"{self.module_value.describe()}.__dict__"
+
+    def real_object(self):
+        return self.module_value.obj.__dict__
+
+    def contents(self):
+        return [self.module_value]
+
+    def _name(self, key):
+        name = key.as_constant() if key.is_constant() else None
+        if not isinstance(name, str):
+            raise Unsupported(f"{self.describe()} indexed by something other than a constant str")
+        return name
+
+    def getitem(self, tx, key):
+        found = self.module_value.read_global(tx, self._name(key))
+        if found is None:
+            raise_python(KeyError, key.as_constant())
+        return found
+
+    def setitem(self, tx, key, value):
+        tx.state.side_effects.store_global(self.real_object(), self._name(key), value)
+
+    _METHODS = ("get", "__contains__", "__getitem__", "__setitem__")
+
+    def getattr(self, tx, name):
+        if name in self._METHODS:
+            return BoundContainerMethod(self, name)
+        raise Unsupported(f"{self.describe()}.{name}: only d[k], d.get(k), k in d and d[k] = v are modelled "
+                          f"on a module's globals")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__" and len(args) == 1 and not kwargs:
+            return const(self.module_value.read_global(tx, self._name(args[0])) is not None)
+        if name == "get" and 1 <= len(args) <= 2 and not kwargs:
+            found = self.module_value.read_global(tx, self._name(args[0]))
+            return found if found is not None else (args[1] if len(args) == 2 else const(None))
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            return self.getitem(tx, args[0])
+        if name == "__setitem__" and len(args) == 2 and not kwargs:
+            self.setitem(tx, args[0], args[1])
+            return const(None)
+        raise Unsupported(f"{self.describe()}.{name}(): only d[k], d.get(k), k in d and d[k] = v are modelled "
+                          f"on a module's globals")
 
 
 def is_plain_class(cls, python_new: bool = False) -> bool:
