@@ -23,6 +23,7 @@ from kiln.backends.registry import lookup
 from kiln.testing import CompileCounter
 
 from . import globals_inner as inner
+from . import globals_lazy as lazy
 from . import globals_other as other
 from .harness import assert_same
 
@@ -296,3 +297,24 @@ def test_missing_module_attribute_is_guarded():
         assert counter.frame_count == 2
     finally:
         other.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lazy_module_global_made_on_first_read(backend):
+    # the first read makes the global (at trace time, as eager's first call does); it is
+    # then guarded where it lives, so later calls reuse the entry
+    def fn(x):
+        return x * lazy.table + getattr(lazy, "absent", 1.0)
+    kiln.reset()
+    counter = Counter(backend)
+    compiled = kiln.compile(fn, backend=counter, fullgraph=True)
+    xs = [torch.randn(3) for _ in range(3)]
+    lazy.reset()
+    expected = [(fn(x), list(lazy.made)) for x in xs]
+    lazy.reset()
+    try:
+        actual = [(compiled(x), list(lazy.made)) for x in xs]
+    finally:
+        lazy.reset()
+    assert_same(expected, actual, "results and the module's log")
+    assert (counter.frame_count, counter.op_count) == (1, 2)

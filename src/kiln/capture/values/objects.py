@@ -320,25 +320,30 @@ class PythonModuleValue(ObjectValue):
         return None if is_trusted_module(self.obj) else GlobalSource.of(self.obj.__dict__, name,
                                                                          tx.state.fn.__globals__)
 
-    def read_global(self, tx, name):
+    def read_global(self, tx, name, guard_missing: bool = True):
         """The module's global ``name`` as its dict holds it now (the trace's own writes
-        first), or None when it has none, guarded either way."""
+        first), or None when it has none (guarded when ``guard_missing``)."""
         g = self.obj.__dict__
         pending = tx.state.side_effects.pending_global(g, name)
         if pending is not None:
             return pending
         if name in g:
             return tx.wrap(g[name], self._global_source(tx, name))
+        if guard_missing:
+            self._guard_missing(tx, name)
+        return None
+
+    def _guard_missing(self, tx, name):
         source = self._global_source(tx, name)
         if source is not None:
-            tx.state.guards.add("keys", None, f"{name!r} not in {tx.state.ns.ref(g, '___g')}",
+            tx.state.guards.add("keys", None, f"{name!r} not in {tx.state.ns.ref(self.obj.__dict__, '___g')}",
                                 f"{source.describe()} does not exist")
-        return None
 
     def getattr(self, tx, name):
         mod = self.obj
         if self._in_dict(name):
-            found = self.read_global(tx, name)
+            # not guarded missing yet: a module's __getattr__ may add it (a lazy module)
+            found = self.read_global(tx, name, guard_missing=False)
             if found is not None:
                 return found
         pending = pending_write(tx, self, name)   # stored through the class's own __setattr__
@@ -349,6 +354,7 @@ class PythonModuleValue(ObjectValue):
         try:
             value = getattr(mod, name)
         except AttributeError:
+            self._guard_missing(tx, name)
             raise AttributeMissing(f"module {mod.__name__!r} has no attribute {name!r}")
         src = None if is_trusted_module(mod) else attr_source(self.source, name)
         return tx.wrap(value, src)
