@@ -10,6 +10,7 @@ from . import globals_inner
 _variable = 0
 scale = 1.0
 hits = []
+inner_globals = vars(globals_inner)   # another module's globals, kept as a dict
 ADDED = ("brand_new", "first_new", "second_new")
 
 

@@ -184,6 +184,16 @@ def test_frame_writes_two_modules_down(backend):
     compare(fn, backend, graphs=3, ops=18)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_dict_kept_as_a_global_is_the_modules_store(backend):
+    def fn(x):
+        g = other.inner_globals
+        y = other.bump_inner(x) * g["level"]
+        g["level"] = g["level"] + 7
+        return y + inner.read(x) + other.globals_inner.level
+    compare(fn, backend, graphs=3, ops=24)
+
+
 # -- graph breaks --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)

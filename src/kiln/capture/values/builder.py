@@ -31,7 +31,7 @@ from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue, remaining_i
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
 from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
                          is_module_container)
-from .objects import ClassValue, ObjectValue, PythonModuleValue, is_plain_class
+from .objects import ClassValue, ModuleGlobalsValue, ObjectValue, PythonModuleValue, is_plain_class
 from .symbolic import SymNodeValue, size_value
 from .tensor import TensorMethodValue, TensorValue
 
@@ -210,6 +210,9 @@ def _wrap_tensor(tx, obj: torch.Tensor, source) -> Value:
 
 
 def _wrap_dict(tx, obj: dict, source) -> Value:
+    module_globals = ModuleGlobalsValue.for_dict(tx, obj, source)   # a module's one store
+    if module_globals is not None:
+        return module_globals
     state = tx.state
     if source is not None:
         state.guards.dict_keys(source, obj)

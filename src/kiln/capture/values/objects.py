@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import inspect
 import operator
+import sys
 import types
 
 import torch
@@ -388,6 +389,19 @@ class ModuleGlobalsValue(Value):
     def __init__(self, module_value: PythonModuleValue):
         self.module_value = module_value
         self.source = None
+
+    @staticmethod
+    def for_dict(tx, d: dict, source):
+        """``d`` as its module's store when it is a module's ``__dict__`` reached as a dict
+        (``G = vars(mod)`` kept in a global); None for any other dict.  A copy of it as
+        an ordinary dict would miss the trace's writes to the module."""
+        name = d.get("__name__") if "__name__" in d else None
+        mod = sys.modules.get(name) if isinstance(name, str) else None
+        if mod is None or getattr(mod, "__dict__", None) is not d:
+            return None
+        if source is not None:
+            tx.state.guards.identity(source, d, "module's globals")
+        return ModuleGlobalsValue(PythonModuleValue(mod, None))
 
     def python_type(self):
         return dict
