@@ -110,6 +110,7 @@ if __name__ == "__main__":
             with open(os.path.join(hm_dir, f"fuzz_hm_{{tag}}.py"), "w") as f:
                 f.write(HM_SRC)
         exec(SRC.replace("HM_NAME", f"fuzz_hm_{{tag}}"), ns)
+    kiln.config.suppress_errors = False   # as the oracle: a capture error is a failure, not a fallback
     compiled = kiln.compile(ns_c["prog"], backend={backend!r})
     for i, spec in enumerate(CALLS):
         for name, fn, ns in (("eager", ns_e["prog"], ns_e), ("kiln", compiled, ns_c)):

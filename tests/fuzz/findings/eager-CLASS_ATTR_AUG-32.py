@@ -4,7 +4,7 @@ features=classattr, seed=32.  Run: python THIS_FILE (from the repo root).
 Divergence on call 1:
 #   state['class Cnt']['hits']: 2 eager, 1 compiled
 """
-import random, io, contextlib, os, sys, tempfile
+import random, io, contextlib, os, sys, tempfile, types
 import numpy as np
 import torch
 import kiln
@@ -70,12 +70,15 @@ def run(fn, ns, call, spec):
 if __name__ == "__main__":
     hm_dir = tempfile.mkdtemp()
     sys.path.insert(0, hm_dir)
-    ns_e, ns_c = {"__name__": "fuzz_e"}, {"__name__": "fuzz_c"}
+    mods = [types.ModuleType("fuzz_e"), types.ModuleType("fuzz_c")]
+    sys.modules.update((m.__name__, m) for m in mods)   # dataclasses look their module up there
+    ns_e, ns_c = (m.__dict__ for m in mods)
     for tag, ns in (("e", ns_e), ("c", ns_c)):
         if HM_SRC is not None:
             with open(os.path.join(hm_dir, f"fuzz_hm_{tag}.py"), "w") as f:
                 f.write(HM_SRC)
         exec(SRC.replace("HM_NAME", f"fuzz_hm_{tag}"), ns)
+    kiln.config.suppress_errors = False   # as the oracle: a capture error is a failure, not a fallback
     compiled = kiln.compile(ns_c["prog"], backend='eager')
     for i, spec in enumerate(CALLS):
         for name, fn, ns in (("eager", ns_e["prog"], ns_e), ("kiln", compiled, ns_c)):

@@ -5,7 +5,7 @@ Divergence on call 0:
 #   eager [('return', ('<type>', 'tuple')), ('return.len', 'int'), ('return[0]', ('<type>', 'tuple')), ('return[0].len', 'int'), ('return[0][0]', 'str'), ('return[0][1]', 'NoneType'), ('return[0][2]', ('<type>', 'list')), ('return[0][2].len', 'int'), ('return[0][2][0]', 'Tensor'), ('return[0][2][1]', 'Tensor'), ('return[0][2][2]', 'Tensor'), ('return[0][2][3]', 'Tensor')]
 #   compiled [('return', ('<type>', 'tuple')), ('return.len', 'int'), ('return[0]', ('<type>', 'list')), ('return[0].len', 'int'), ('return[0][0]', 'Tensor'), ('return[0][1]', 'Tensor'), ('return[0][2]', 'Tensor'), ('return[0][3]', 'Tensor')]
 """
-import random, io, contextlib, os, sys, tempfile
+import random, io, contextlib, os, sys, tempfile, types
 import numpy as np
 import torch
 import kiln
@@ -62,12 +62,15 @@ def run(fn, ns, call, spec):
 if __name__ == "__main__":
     hm_dir = tempfile.mkdtemp()
     sys.path.insert(0, hm_dir)
-    ns_e, ns_c = {"__name__": "fuzz_e"}, {"__name__": "fuzz_c"}
+    mods = [types.ModuleType("fuzz_e"), types.ModuleType("fuzz_c")]
+    sys.modules.update((m.__name__, m) for m in mods)   # dataclasses look their module up there
+    ns_e, ns_c = (m.__dict__ for m in mods)
     for tag, ns in (("e", ns_e), ("c", ns_c)):
         if HM_SRC is not None:
             with open(os.path.join(hm_dir, f"fuzz_hm_{tag}.py"), "w") as f:
                 f.write(HM_SRC)
         exec(SRC.replace("HM_NAME", f"fuzz_hm_{tag}"), ns)
+    kiln.config.suppress_errors = False   # as the oracle: a capture error is a failure, not a fallback
     compiled = kiln.compile(ns_c["prog"], backend='eager')
     for i, spec in enumerate(CALLS):
         for name, fn, ns in (("eager", ns_e["prog"], ns_e), ("kiln", compiled, ns_c)):
@@ -77,5 +80,7 @@ if __name__ == "__main__":
             print(f"           meta={[(t.dtype, tuple(t.shape), t.stride(), t.requires_grad) for t in ts]}")
             print(f"           inputs={args[:2]} grads={[a.grad for a in args[:2]]} printed={printed!r} rng={rng}")
             hm = ns.get("hm")
-            print(f"           globals={ {k: v for k, v in ns.items() if k.isupper()} } "
+            cls = {k: {a: b for a, b in vars(v).items() if not a.startswith("_") and not callable(b)}
+                   for k, v in ns.items() if isinstance(v, type) and v.__module__ == ns["__name__"]}
+            print(f"           globals={ {k: v for k, v in ns.items() if k.isupper()} } class attrs={cls} "
                   f"hm={ {k: v for k, v in vars(hm).items() if k.isupper()} if hm else None }")

@@ -6,7 +6,7 @@ Divergence on call 0:
 #   eager    12.73369026184082
 #   compiled 25.46738052368164
 """
-import random, io, contextlib, os, sys, tempfile
+import random, io, contextlib, os, sys, tempfile, types
 import numpy as np
 import torch
 import kiln
@@ -69,12 +69,15 @@ def run(fn, ns, call, spec):
 if __name__ == "__main__":
     hm_dir = tempfile.mkdtemp()
     sys.path.insert(0, hm_dir)
-    ns_e, ns_c = {"__name__": "fuzz_e"}, {"__name__": "fuzz_c"}
+    mods = [types.ModuleType("fuzz_e"), types.ModuleType("fuzz_c")]
+    sys.modules.update((m.__name__, m) for m in mods)   # dataclasses look their module up there
+    ns_e, ns_c = (m.__dict__ for m in mods)
     for tag, ns in (("e", ns_e), ("c", ns_c)):
         if HM_SRC is not None:
             with open(os.path.join(hm_dir, f"fuzz_hm_{tag}.py"), "w") as f:
                 f.write(HM_SRC)
         exec(SRC.replace("HM_NAME", f"fuzz_hm_{tag}"), ns)
+    kiln.config.suppress_errors = False   # as the oracle: a capture error is a failure, not a fallback
     compiled = kiln.compile(ns_c["prog"], backend='eager')
     for i, spec in enumerate(CALLS):
         for name, fn, ns in (("eager", ns_e["prog"], ns_e), ("kiln", compiled, ns_c)):
@@ -84,5 +87,7 @@ if __name__ == "__main__":
             print(f"           meta={[(t.dtype, tuple(t.shape), t.stride(), t.requires_grad) for t in ts]}")
             print(f"           inputs={args[:2]} grads={[a.grad for a in args[:2]]} printed={printed!r} rng={rng}")
             hm = ns.get("hm")
-            print(f"           globals={ {k: v for k, v in ns.items() if k.isupper()} } "
+            cls = {k: {a: b for a, b in vars(v).items() if not a.startswith("_") and not callable(b)}
+                   for k, v in ns.items() if isinstance(v, type) and v.__module__ == ns["__name__"]}
+            print(f"           globals={ {k: v for k, v in ns.items() if k.isupper()} } class attrs={cls} "
                   f"hm={ {k: v for k, v in vars(hm).items() if k.isupper()} if hm else None }")
