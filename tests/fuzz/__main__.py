@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz")
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--backend", action="append", choices=["eager", "aot_eager"])
+    ap.add_argument("--backend", action="append", choices=["eager", "aot_eager", "aot_wrapper"])
     ap.add_argument("--out", default="fuzz-repros")
     ap.add_argument("--minimize-per-key", type=int, default=3)
     a = ap.parse_args(argv)

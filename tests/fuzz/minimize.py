@@ -52,6 +52,13 @@ def _literal(src: str) -> str:
     return "'''\\\n" + src + "'''"
 
 
+def _backend_def(backend: str) -> str:
+    if backend == "aot_wrapper":   # a user's wrapper around aot_eager that declares nothing
+        return ("from kiln.backends.aot_eager import aot_eager\n\n\n"
+                "def BACKEND(gm, example_inputs):\n    return aot_eager(gm, example_inputs)\n")
+    return f"BACKEND = {backend!r}\n"
+
+
 def repro_script(prog: Program, backend: str, div: Divergence) -> str:
     """A standalone script: the program, its inputs, eager vs compiled, and the difference."""
     calls = "\n".join(f"    {c!r}," for c in prog.calls)
@@ -70,6 +77,7 @@ import kiln
 
 SRC = {_literal(prog.source("HM_NAME"))}
 HM_SRC = {hm}  # the helper module `hm`: written as a real module, one fresh copy per run
+{_backend_def(backend)}
 
 CALLS = [
 {calls}
@@ -111,7 +119,7 @@ if __name__ == "__main__":
                 f.write(HM_SRC)
         exec(SRC.replace("HM_NAME", f"fuzz_hm_{{tag}}"), ns)
     kiln.config.suppress_errors = False   # as the oracle: a capture error is a failure, not a fallback
-    compiled = kiln.compile(ns_c["prog"], backend={backend!r})
+    compiled = kiln.compile(ns_c["prog"], backend=BACKEND)
     for i, spec in enumerate(CALLS):
         for name, fn, ns in (("eager", ns_e["prog"], ns_e), ("kiln", compiled, ns_c)):
             out, args, printed, rng = run(fn, ns, i, spec)

@@ -280,6 +280,18 @@ def compare_call(i, e, c, tol) -> Divergence | None:
     return None
 
 
+def aot_wrapper(gm, example_inputs):
+    """A user's backend around AOTAutograd that declares nothing about itself (``--backend
+    aot_wrapper``): Kiln cannot tell it functionalizes graphs (class
+    AOT_UNDECLARED_FUNCTIONAL_BACKEND, tests/fuzz/test_aot_divergences.py)."""
+    from kiln.backends.aot_eager import aot_eager  # imported on use: only this backend needs it
+
+    return aot_eager(gm, example_inputs)
+
+
+BACKENDS = {"aot_wrapper": aot_wrapper}
+
+
 def check_program(prog: Program, backend: str, calls=None) -> Divergence | None:
     """Run ``prog`` eagerly and compiled under ``backend``; the first divergence or None."""
     hm_e, hm_c = make_hm(prog, f"{prog.seed}e"), make_hm(prog, f"{prog.seed}c")
@@ -290,7 +302,7 @@ def check_program(prog: Program, backend: str, calls=None) -> Divergence | None:
         ns_c = load(prog.source(hm_c or "fuzz_hm"), f"{prog.seed}c")
         kiln.reset()
         kiln.config.suppress_errors = False
-        compiled = kiln.compile(ns_c["prog"], backend=backend)
+        compiled = kiln.compile(ns_c["prog"], backend=BACKENDS.get(backend, backend))
         for i, spec in enumerate(calls or prog.calls):
             e = _call(ns_e["prog"], make_inputs(spec, ns_e, prog.seed, i), ns_e, i)
             c = _call(compiled, make_inputs(spec, ns_c, prog.seed, i), ns_c, i)
