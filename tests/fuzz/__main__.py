@@ -22,7 +22,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz")
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--backend", action="append", choices=["eager", "aot_eager"])
+    ap.add_argument("--backend", action="append", choices=["eager", "aot_eager", "aot_wrapper"])
     ap.add_argument("--out", default="fuzz-repros")
     ap.add_argument("--minimize-per-key", type=int, default=3)
     a = ap.parse_args(argv)
@@ -32,6 +32,7 @@ def main(argv=None) -> int:
     for backend in a.backend or ["eager", "aot_eager"]:
         t0 = time.time()
         coarse = collections.Counter()
+        seeds = collections.defaultdict(list)
         classes: dict = {}
         crashed = 0
         for k, seed in enumerate(range(a.seed, a.seed + a.n)):
@@ -44,6 +45,7 @@ def main(argv=None) -> int:
                 continue
             if d is not None:
                 coarse[d.key()] += 1
+                seeds[d.key()].append(seed)
                 if coarse[d.key()] <= a.minimize_per_key:
                     small = minimize(prog, backend, d)
                     d2 = check_program(small, backend) or d
@@ -61,7 +63,8 @@ def main(argv=None) -> int:
               f"{time.time() - t0:.0f}s")
         print(f"{'count':>6}  aspect / exception")
         for (aspect, exc), n in coarse.most_common():
-            print(f"{n:>6}  {aspect} / {exc or '-'}")
+            more = " ..." if n > 12 else ""
+            print(f"{n:>6}  {aspect} / {exc or '-'}   seeds {' '.join(map(str, seeds[aspect, exc][:12]))}{more}")
         print("minimized classes (backend, aspect, exception, features) -> count, example repro:")
         for cls, (n, path) in sorted(classes.items(), key=lambda kv: -kv[1][0]):
             print(f"  {cls}: {n}  {path}")

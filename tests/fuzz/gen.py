@@ -16,6 +16,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from .pygrammar import HM_NAME, HM_SOURCE, PY_HELPERS, PyStatements
+
 # Module-level pieces a statement may need; rendered only when some statement uses them.
 HELPERS = {
     "G": "G = 0.5\n",
@@ -34,6 +36,7 @@ HELPERS = {
     "numpy": "import numpy as np\n",
     "kiln": "import kiln\n",
     "Pair": "import collections\nPair = collections.namedtuple('Pair', 'a b')\n",
+    **PY_HELPERS,
 }
 GLOBAL_NAMES = ("G", "K", "STORE", "COUNT")
 # The classes of the ``obj`` argument; a call may switch between them (a guard on callable()).
@@ -59,7 +62,16 @@ class Program:
     def features(self) -> tuple[str, ...]:
         return tuple(sorted({f for s in self.body for f in s.features}))
 
-    def source(self) -> str:
+    @property
+    def uses_hm(self) -> bool:
+        """Whether the program imports the helper module ``hm`` (see :mod:`tests.fuzz.pygrammar`)."""
+        return any("hm" in s.needs for s in self.body)
+
+    def hm_source(self) -> str:
+        return HM_SOURCE
+
+    def source(self, hm_name: str = "fuzz_hm") -> str:
+        """The program module's source; ``hm_name`` is the helper module's importable name."""
         needs = [n for n in HELPERS if any(n in s.needs for s in self.body)]
         head = "import torch\n" + "".join(HELPERS[n] for n in needs) + OBJ_CLASSES
         gl = [n for n in GLOBAL_NAMES if n in needs]
@@ -69,7 +81,7 @@ class Program:
         for st in self.body:
             lines += ["    " + ln for ln in st.text.splitlines()]
         lines.append("    return (" + "".join(r + ", " for r in self.returns) + ")")
-        return head + "\n\n" + "\n".join(lines) + "\n"
+        return (head + "\n\n" + "\n".join(lines) + "\n").replace(HM_NAME, hm_name)
 
 
 UNARY = ["torch.sin({a})", "torch.relu({a})", "{a}.exp()", "{a}.abs()", "torch.tanh({a})", "-{a}",
@@ -83,7 +95,7 @@ INPLACE = ["{a}.mul_(2)", "{a}.add_(1.5)", "{a}.clamp_(min=0)", "{a}.zero_()", "
            "{a}.add_(s)", "{a}.neg_()", "{a}.fill_(G)"]
 
 
-class Gen:
+class Gen(PyStatements):
     """Builds one program; ``pool[kind]`` lists tensor variable names of each shape kind."""
 
     def __init__(self, seed: int):
@@ -111,11 +123,10 @@ class Gen:
 
     def stmt(self):
         r = self.r
-        choice = r.choices(
-            ["unary", "binary", "scalar", "view", "inplace", "reduce", "container", "global", "attr",
-             "closure", "print", "rng", "break", "backward", "leaf", "detach", "control", "callable",
-             "construct"],
-            weights=[8, 8, 8, 7, 6, 4, 4, 3, 3, 2, 3, 3, 3, 3, 2, 3, 4, 2, 2])[0]
+        kinds = {"unary": 8, "binary": 8, "scalar": 8, "view": 7, "inplace": 6, "reduce": 4, "container": 4,
+                 "global": 3, "attr": 3, "closure": 2, "print": 3, "rng": 3, "break": 3, "backward": 3, "leaf": 2,
+                 "detach": 3, "control": 4, "callable": 2, "construct": 2, **self.PY_CHOICES}
+        choice = r.choices(list(kinds), weights=list(kinds.values()))[0]
         getattr(self, "s_" + choice)()
 
     def s_unary(self):

@@ -52,9 +52,17 @@ def _literal(src: str) -> str:
     return "'''\\\n" + src + "'''"
 
 
+def _backend_def(backend: str) -> str:
+    if backend == "aot_wrapper":   # a user's wrapper around aot_eager that declares nothing
+        return ("from kiln.backends.aot_eager import aot_eager\n\n\n"
+                "def BACKEND(gm, example_inputs):\n    return aot_eager(gm, example_inputs)\n")
+    return f"BACKEND = {backend!r}\n"
+
+
 def repro_script(prog: Program, backend: str, div: Divergence) -> str:
     """A standalone script: the program, its inputs, eager vs compiled, and the difference."""
     calls = "\n".join(f"    {c!r}," for c in prog.calls)
+    hm = _literal(prog.hm_source()) if prog.uses_hm else "None"
     detail = textwrap.indent(div.detail, "#   ")
     return f'''"""Kiln fuzz repro: backend={backend!r}, aspect={div.aspect!r}, exception={div.exc or '-'},
 features={', '.join(prog.features)}, seed={prog.seed}.  Run: python THIS_FILE (from the repo root).
@@ -62,12 +70,14 @@ features={', '.join(prog.features)}, seed={prog.seed}.  Run: python THIS_FILE (f
 Divergence on call {div.call}:
 {detail}
 """
-import random, io, contextlib
+import random, io, contextlib, os, sys, tempfile, types
 import numpy as np
 import torch
 import kiln
 
-SRC = {_literal(prog.source())}
+SRC = {_literal(prog.source("HM_NAME"))}
+HM_SRC = {hm}  # the helper module `hm`: written as a real module, one fresh copy per run
+{_backend_def(backend)}
 
 CALLS = [
 {calls}
@@ -98,9 +108,18 @@ def run(fn, ns, call, spec):
 
 
 if __name__ == "__main__":
-    ns_e, ns_c = {{}}, {{}}
-    exec(SRC, ns_e); exec(SRC, ns_c)
-    compiled = kiln.compile(ns_c["prog"], backend={backend!r})
+    hm_dir = tempfile.mkdtemp()
+    sys.path.insert(0, hm_dir)
+    mods = [types.ModuleType("fuzz_e"), types.ModuleType("fuzz_c")]
+    sys.modules.update((m.__name__, m) for m in mods)   # dataclasses look their module up there
+    ns_e, ns_c = (m.__dict__ for m in mods)
+    for tag, ns in (("e", ns_e), ("c", ns_c)):
+        if HM_SRC is not None:
+            with open(os.path.join(hm_dir, f"fuzz_hm_{{tag}}.py"), "w") as f:
+                f.write(HM_SRC)
+        exec(SRC.replace("HM_NAME", f"fuzz_hm_{{tag}}"), ns)
+    kiln.config.suppress_errors = False   # as the oracle: a capture error is a failure, not a fallback
+    compiled = kiln.compile(ns_c["prog"], backend=BACKEND)
     for i, spec in enumerate(CALLS):
         for name, fn, ns in (("eager", ns_e["prog"], ns_e), ("kiln", compiled, ns_c)):
             out, args, printed, rng = run(fn, ns, i, spec)
@@ -108,4 +127,9 @@ if __name__ == "__main__":
             print(f"call {{i}} {{name:5}} out={{out!r}}")
             print(f"           meta={{[(t.dtype, tuple(t.shape), t.stride(), t.requires_grad) for t in ts]}}")
             print(f"           inputs={{args[:2]}} grads={{[a.grad for a in args[:2]]}} printed={{printed!r}} rng={{rng}}")
+            hm = ns.get("hm")
+            cls = {{k: {{a: b for a, b in vars(v).items() if not a.startswith("_") and not callable(b)}}
+                   for k, v in ns.items() if isinstance(v, type) and v.__module__ == ns["__name__"]}}
+            print(f"           globals={{ {{k: v for k, v in ns.items() if k.isupper()}} }} class attrs={{cls}} "
+                  f"hm={{ {{k: v for k, v in vars(hm).items() if k.isupper()}} if hm else None }}")
 '''

@@ -10,7 +10,12 @@ and container shapes, e.g. namedtuple vs tuple), ``return.dtype|shape|stride|req
 value``, ``aliasing`` (which returned tensors are input objects, share storage with inputs or
 each other, are views), ``inputs`` (mutation of the input tensors and the list/obj passed in),
 ``grad`` (``.grad`` of input tensors), ``state`` (globals, ``cfg``, closure cells), ``stdout``,
-``rng`` (torch, ``random`` and numpy streams after the call).
+``rng`` (torch, ``random`` and numpy streams after the call).  The state includes the globals of
+the helper module ``hm`` (a real module written to a temporary directory under a fresh name for
+each run, so the eager run's writes cannot reach the compiled run), the data attributes of the
+classes the program defines (class attributes the program changes), and the ``.grad`` of module
+parameters.  Values the mutation harness does not look into (deques' ``maxlen``, dtypes,
+devices, enums, ranges) are made comparable by :func:`plain` first.
 
 Tolerance: under ``eager`` values must be bitwise equal (NaN equals NaN).  Under ``aot_eager``
 floating-point values may differ by fp32 noise (``rtol=1.3e-6, atol=1e-5``, torch's float32
@@ -18,11 +23,19 @@ defaults; the same for printed numbers): AOTAutograd may decompose ops and reord
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import enum
+import importlib
 import io
+import itertools
 import linecache
+import os
 import random
 import re
+import sys
+import tempfile
+import types
 import warnings
 from dataclasses import dataclass
 
@@ -51,13 +64,77 @@ class Divergence:
         return (self.aspect, self.exc)
 
 
+_HM_DIR: list = []
+_HM_IDS = itertools.count()
+
+
+def make_hm(prog: Program, tag: str) -> str | None:
+    """Write the helper module of ``prog`` as a fresh importable module; its name (None if unused)."""
+    if not prog.uses_hm:
+        return None
+    if not _HM_DIR:
+        _HM_DIR.append(tempfile.mkdtemp(prefix="kiln-fuzz-hm-"))
+        sys.path.insert(0, _HM_DIR[0])
+    name = f"fuzz_hm_{os.getpid()}_{tag}_{next(_HM_IDS)}"
+    with open(os.path.join(_HM_DIR[0], name + ".py"), "w") as f:
+        f.write(prog.hm_source())
+    importlib.invalidate_caches()
+    return name
+
+
+def drop_hm(name: str | None) -> None:
+    if name:
+        sys.modules.pop(name, None)
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(_HM_DIR[0], name + ".py"))
+
+
+def plain(obj):
+    """``obj`` with the values :func:`leaves` compares only by type turned into comparable tuples."""
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if isinstance(obj, collections.deque):
+        return ("<deque>", obj.maxlen, [plain(v) for v in obj])
+    if isinstance(obj, (type({}.keys()), type({}.values()), type({}.items()))):
+        return (f"<{type(obj).__name__}>", [plain(v) for v in obj])
+    if isinstance(obj, range):
+        return ("<range>", obj.start, obj.stop, obj.step)
+    if isinstance(obj, enum.Enum):
+        return ("<enum>", type(obj).__name__, obj.name)
+    if isinstance(obj, (torch.dtype, torch.device, torch.layout)):
+        return (f"<{type(obj).__name__}>", str(obj))
+    if isinstance(obj, types.ModuleType):
+        return ("<module>",)
+    if type(obj) in (list, tuple):
+        return type(obj)(plain(v) for v in obj)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*[plain(v) for v in obj])
+    if type(obj) is dict:
+        return {k: plain(v) for k, v in obj.items()}
+    return obj
+
+
+def _class_attrs(cls) -> dict:
+    return {k: plain(v) for k, v in vars(cls).items()
+            if not k.startswith("_") and not callable(v)
+            and not isinstance(v, (property, staticmethod, classmethod, types.MemberDescriptorType))}
+
+
 def load(source: str, name: str) -> dict:
-    """Exec ``source`` into a fresh module namespace (registered in linecache for tracebacks)."""
+    """Exec ``source`` into a fresh module registered in ``sys.modules`` (as an imported module is:
+    dataclasses and pickling look their class's module up there) and in linecache (tracebacks);
+    :func:`unload` removes it."""
     fname = f"<fuzz {name}>"
     linecache.cache[fname] = (len(source), None, source.splitlines(True), fname)
-    ns = {"__name__": f"fuzzprog_{name}"}
-    exec(compile(source, fname, "exec"), ns)
-    return ns
+    mod = types.ModuleType(f"fuzzprog_{name}")
+    sys.modules[mod.__name__] = mod
+    exec(compile(source, fname, "exec"), mod.__dict__)
+    return mod.__dict__
+
+
+def unload(ns: dict | None) -> None:
+    if ns is not None:
+        sys.modules.pop(ns["__name__"], None)
 
 
 def make_inputs(spec: dict, ns: dict, seed: int, call: int) -> list:
@@ -76,8 +153,21 @@ def make_inputs(spec: dict, ns: dict, seed: int, call: int) -> list:
 
 def _state(ns: dict):
     st = {n: ns[n] for n in GLOBAL_NAMES if n in ns}
-    if "cfg" in ns:
-        st["cfg"] = ns["cfg"]
+    for n in ("cfg", "cnt"):
+        if n in ns:
+            st[n] = ns[n]
+    for n, v in ns.items():
+        if isinstance(v, type) and v.__module__ == ns["__name__"]:
+            st[f"class {n}"] = _class_attrs(v)
+    if "smod" in ns:
+        st["smod.grad"] = [p.grad for p in ns["smod"].parameters()]
+    hm = ns.get("hm")
+    if isinstance(hm, types.ModuleType):
+        for n, v in sorted(vars(hm).items()):
+            if isinstance(v, type):
+                st[f"hm class {n}"] = _class_attrs(v)
+            elif not n.startswith("__") and not isinstance(v, (types.ModuleType, types.FunctionType)):
+                st[f"hm.{n}"] = v
     for n in ("bump", "scale"):
         if n in ns:
             st[n] = [c.cell_contents for c in ns[n].__closure__]
@@ -130,7 +220,7 @@ def _cmp_tensor(path, a, b, tol):
 
 
 def compare_tree(what, e, c, tol):
-    le, lc = leaves(e, what), leaves(c, what)
+    le, lc = leaves(plain(e), what), leaves(plain(c), what)
     pe = [(p, type(v).__name__ if not isinstance(v, tuple) or not v or v[0] != "<type>" else v) for p, v in le]
     pc = [(p, type(v).__name__ if not isinstance(v, tuple) or not v or v[0] != "<type>" else v) for p, v in lc]
     if pe != pc:
@@ -190,15 +280,29 @@ def compare_call(i, e, c, tol) -> Divergence | None:
     return None
 
 
+def aot_wrapper(gm, example_inputs):
+    """A user's backend around AOTAutograd that declares nothing about itself (``--backend
+    aot_wrapper``): Kiln cannot tell it functionalizes graphs (class
+    AOT_UNDECLARED_FUNCTIONAL_BACKEND, tests/fuzz/test_aot_divergences.py)."""
+    from kiln.backends.aot_eager import aot_eager  # imported on use: only this backend needs it
+
+    return aot_eager(gm, example_inputs)
+
+
+BACKENDS = {"aot_wrapper": aot_wrapper}
+
+
 def check_program(prog: Program, backend: str, calls=None) -> Divergence | None:
     """Run ``prog`` eagerly and compiled under ``backend``; the first divergence or None."""
-    src = prog.source()
-    ns_e, ns_c = load(src, f"{prog.seed}e"), load(src, f"{prog.seed}c")
-    kiln.reset()
+    hm_e, hm_c = make_hm(prog, f"{prog.seed}e"), make_hm(prog, f"{prog.seed}c")
     saved = kiln.config.suppress_errors
-    kiln.config.suppress_errors = False
+    ns_e = ns_c = None
     try:
-        compiled = kiln.compile(ns_c["prog"], backend=backend)
+        ns_e = load(prog.source(hm_e or "fuzz_hm"), f"{prog.seed}e")
+        ns_c = load(prog.source(hm_c or "fuzz_hm"), f"{prog.seed}c")
+        kiln.reset()
+        kiln.config.suppress_errors = False
+        compiled = kiln.compile(ns_c["prog"], backend=BACKENDS.get(backend, backend))
         for i, spec in enumerate(calls or prog.calls):
             e = _call(ns_e["prog"], make_inputs(spec, ns_e, prog.seed, i), ns_e, i)
             c = _call(compiled, make_inputs(spec, ns_c, prog.seed, i), ns_c, i)
@@ -209,6 +313,10 @@ def check_program(prog: Program, backend: str, calls=None) -> Divergence | None:
     finally:
         kiln.config.suppress_errors = saved
         kiln.reset()
+        drop_hm(hm_e)
+        drop_hm(hm_c)
+        unload(ns_e)
+        unload(ns_c)
 
 
 def quiet_fake_tensor_logs() -> None:
