@@ -5,6 +5,7 @@ unroll over containers and hand tensor work to the graph.
 """
 from __future__ import annotations
 
+import abc
 import builtins as _b
 import collections
 import functools
@@ -15,10 +16,11 @@ import types
 import torch
 
 from ...exc import Unsupported
-from .base import AttributeMissing, ConstantValue, Value, const, raise_python
+from .base import (AttributeMissing, ConstantValue, TracedException, Value, const, instances_callable,
+                   raise_python, type_lookup)
 from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
 from .deques import DEQUES
-from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator
+from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
 from .operator_objects import OPERATOR_OBJECTS
 from .weakrefs import WEAKREFS
 from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
@@ -90,23 +92,48 @@ def _iter_items(tx, v: Value) -> list:
 
 
 def _len(tx, args, kwargs):
-    if isinstance(args[0], TensorValue) and args[0].fake.ndim:
-        return args[0].dim_size(tx, 0)   # stays symbolic when the size is
-    return const(args[0].length(tx))
+    v = args[0]
+    if isinstance(v, TensorValue) and v.fake.ndim:
+        return v.dim_size(tx, 0)   # stays symbolic when the size is
+    if isinstance(v, ConstantValue):
+        return _fold(len)(tx, args, kwargs)
+    cls = v.python_type()
+    if type_lookup(cls, "__len__")[1] is None:   # an iterator, a generator: asked of the type
+        raise_python(TypeError, f"object of type '{cls.__name__}' has no len()")
+    return const(v.length(tx))
 
 
 def _isinstance(tx, args, kwargs):
+    """Asked of Python: of the real object when Kiln has it, else of the value's type
+    (guarded), as long as each class answers from the type alone."""
     obj, cls = args
     classes = cls.as_constant() if cls.is_constant() else real_classes(tx, cls)
+    real = getattr(obj, "real_object", None)
+    if isinstance(obj, ConstantValue) or real is not None:
+        try:
+            return const(isinstance(obj.value if isinstance(obj, ConstantValue) else real(), classes))
+        except Exception as e:   # noqa: BLE001 - a bad second argument raises as in Python
+            raise_python(type(e), *e.args)
     t = obj.python_type()
     if isinstance(obj, TensorValue):
         t = getattr(obj, "cls", torch.Tensor)
     if not isinstance(classes, tuple):
         classes = (classes,)
+    for c in classes:
+        check = type_lookup(type(c), "__instancecheck__")[1] if isinstance(c, type) else None
+        if check is not None and check not in _TYPE_ONLY_CHECKS:
+            raise Unsupported(f"isinstance() with {c!r}, whose metaclass decides by the object")
     try:
         return const(any(_subclass(t, c) for c in classes))
     except TypeError as e:
-        raise Unsupported(f"isinstance(): {e}")
+        raise_python(TypeError, *e.args)
+
+
+# ``__instancecheck__`` methods that decide from the object's type alone
+# (a Parameter's also accepts tensors flagged ``_is_param``, which only Parameter and
+# Buffer construction set: those are Parameters by type)
+_TYPE_ONLY_CHECKS = (type.__dict__["__instancecheck__"], abc.ABCMeta.__dict__["__instancecheck__"],
+                     torch.nn.parameter._ParameterMeta.__dict__["__instancecheck__"])
 
 
 def _subclass(t, c) -> bool:
@@ -131,11 +158,17 @@ def _issubclass(tx, args, kwargs):
 
 
 def _hasattr(tx, args, kwargs):
+    """``getattr`` without the result: False exactly when the lookup raises AttributeError
+    (Kiln's own AttributeMissing, or an AttributeError the traced code raised)."""
     try:
         args[0].getattr(tx, args[1].as_constant())
         return const(True)
     except AttributeMissing:
         return const(False)
+    except TracedException as e:
+        if issubclass(e.cls, AttributeError):
+            return const(False)
+        raise
 
 
 def _getattr(tx, args, kwargs):
@@ -145,6 +178,10 @@ def _getattr(tx, args, kwargs):
             return args[0].getattr(tx, name)
         except AttributeMissing:
             return args[2]
+        except TracedException as e:
+            if issubclass(e.cls, AttributeError):
+                return args[2]
+            raise
     return args[0].getattr(tx, name)
 
 
@@ -178,16 +215,30 @@ def _zip(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
+    """``reversed(v)`` as CPython decides it from the type: its ``__reversed__``, else
+    the sequence protocol (``__len__`` and ``__getitem__``, not a mapping), else
+    TypeError (a set, an iterator)."""
     t = args[0]
     if isinstance(t, TensorValue):
         # Tensor.__reversed__: the tensor flipped along dim 0 (a 0-d tensor is returned as is)
         return t if t.fake.ndim == 0 else graph_call(tx, "call_method", "flip", [t, const(0)], {})
-    return IteratorValue(list(reversed(_iter_items(tx, t))))
+    cls = t.python_type()
+    owner, raw = type_lookup(cls, "__reversed__")
+    sequence = type_lookup(cls, "__getitem__")[0] is not None and type_lookup(cls, "__len__")[0] is not None \
+        and not issubclass(cls, dict)
+    if owner is None and not sequence or owner is not None and raw is None:   # ``__reversed__ = None``
+        raise_python(TypeError, f"'{cls.__name__}' object is not reversible")
+    if not all(k.__module__ in ("builtins", "collections") for k in cls.__mro__):
+        raise Unsupported(f"reversed() of a {cls.__name__} object (its class's own protocol)")
+    return IteratorValue(list(reversed(_iter_items(tx, t))), iterator_type(reversed, t))
 
 
 def _iter(tx, args, kwargs):
     if len(args) != 1:
         raise Unsupported("iter() with a sentinel")
+    if isinstance(args[0], TensorValue):
+        # Tensor.__iter__ is ``iter(self.unbind(0))``: a tuple's iterator
+        return IteratorValue(args[0].unpack(tx), type(iter(())))
     return as_iterator(tx, args[0])
 
 
@@ -286,9 +337,16 @@ def _sum(tx, args, kwargs):
 
 
 def _all_any(fn):
+    """``all`` / ``any``: items pulled one at a time until one decides (an iterator is
+    consumed exactly as far as Python consumes it)."""
+    decisive = fn is any
+
     def handler(tx, args, kwargs):
-        items = _iter_items(tx, args[0])
-        return const(fn(i.truth(tx) for i in items))
+        it = as_iterator(tx, args[0])
+        while (item := it.next(tx)) is not None:
+            if item.truth(tx) is decisive:
+                return const(decisive)
+        return const(not decisive)
     return handler
 
 
@@ -319,15 +377,15 @@ def _type(tx, args, kwargs):
 
 
 def _callable(tx, args, kwargs):
+    """Asked of Python: of the real object when Kiln has it, else of the value's type
+    (``callable`` reads only the type's call slot, and the type is guarded)."""
     v = args[0]
-    if isinstance(v, (BaseFunctionValue, BoundMethodValue, PartialValue, ClassValue, ModuleValue, BuiltinValue)):
-        return const(True)
     if isinstance(v, ConstantValue):
         return const(callable(v.value))
     real = getattr(v, "real_object", None)
     if real is not None:
         return const(callable(real()))
-    return const(callable(v.python_type()) and hasattr(v.python_type(), "__call__"))
+    return const(instances_callable(v.python_type()))
 
 
 def _map(tx, args, kwargs):

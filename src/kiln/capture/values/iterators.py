@@ -14,8 +14,10 @@ Loops over them are unrolled like the rest of Kiln's loops.  Three rules keep th
 * **Escaping keeps the type.**  An iterator that leaves the frame is rebuilt as the
   type eager would have made: an adaptor over its rebuilt sources, a list or dict
   iterator over the rebuilt container advanced as far, an ``itertools`` kind over the
-  items the trace computed (``REBUILDERS``); kinds that cannot be rebuilt from their
-  items (``combinations``, ``permutations``, ``product``) escape as plain iterators.
+  items the trace computed (``REBUILDERS``); a kind that cannot be rebuilt from its
+  items (``combinations``, ``permutations``, ``product``, a set's iterator) does not
+  escape: the frame runs as Python.  The kind of ``iter(v)`` and ``reversed(v)`` is asked
+  of Python (``iterator_type``), not assumed.
 """
 from __future__ import annotations
 
@@ -73,11 +75,12 @@ class IteratorValue(Value):
         rest = self.items[self.index:]
         inner = ", ".join(cg.expr(i) for i in rest)
         items = f"({inner}{',' if len(rest) == 1 else ''})"
-        rebuild = getattr(self, "rebuilder", None) or REBUILDERS.get(self.kind)
+        rebuild = getattr(self, "rebuilder", None) or REBUILDERS.get(self.python_type())
+        if rebuild is None:
+            raise Unsupported(f"a {self.python_type().__name__} iterator leaving the frame (Kiln cannot "
+                              f"rebuild one of that type)")
         # one object however many places hold it (the loop's stack slot and a local `it`)
-        if rebuild is not None:
-            return cg.new_object(self, f"{cg.ref(rebuild)}({items})")
-        return cg.new_object(self, f"iter({items})")
+        return cg.new_object(self, f"{cg.ref(rebuild)}({items})")
 
 
 def _keep(x):
@@ -354,7 +357,28 @@ def as_iterator(tx, v: Value) -> IteratorValue:
         v = DictViewValue(v, "keys")
     if isinstance(v, DictViewValue):
         return DictIteratorValue(v, len(v.d.items))
-    return IteratorValue(v.unpack(tx))
+    return IteratorValue(v.unpack(tx), iterator_type(iter, v))
+
+
+def iterator_type(make, v: Value):
+    """The type ``make(v)`` (``iter``, ``reversed``) gives for what ``v`` stands for,
+    asked of Python: on the constant itself, else on an empty instance of its type (or
+    of the first base that can make one: a namedtuple's iterator is a tuple's); None
+    when Python cannot be asked."""
+    if isinstance(v, ConstantValue):
+        try:
+            return type(make(v.value))
+        except TypeError:
+            return None
+    if isinstance(v, DictViewValue):
+        return type(make(getattr({}, v.kind)()))
+    for klass in v.python_type().__mro__:
+        if klass.__module__ in ("builtins", "collections"):
+            try:
+                return type(make(klass()))
+            except TypeError:
+                continue
+    return None
 
 
 def zip_rows(tx, values: list) -> list[list]:
@@ -499,6 +523,12 @@ REBUILDERS = {
     itertools.repeat: lambda items: itertools.repeat(items[0], len(items)) if items else itertools.repeat(None, 0),
     itertools.zip_longest: lambda items: itertools.zip_longest(*zip(*items)) if items else itertools.zip_longest(),
     itertools.starmap: lambda items: itertools.starmap(_identity, ((i,) for i in items)),
+    itertools.pairwise: lambda items: itertools.pairwise([p[0] for p in items] + [items[-1][1]] if items else ()),
+    type(iter([])): lambda items: iter(list(items)), type(iter(())): iter,
+    type(reversed([])): lambda items: reversed(list(reversed(items))),
+    reversed: lambda items: reversed(tuple(reversed(items))),
+    type(iter("")): lambda items: iter("".join(items)), type(iter("\u00e9")): lambda items: iter("".join(items)),
+    type(iter(b"")): lambda items: iter(bytes(items)),
 }
 
 
