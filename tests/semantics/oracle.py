@@ -169,8 +169,15 @@ def kinds_for(c: Construct) -> list:
     return [k for k in KINDS if isinstance(k.make(0), c.only_types) or k.name in _METHOD_CONTROLS]
 
 
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|\([^()]*\)|\[[^\[\]]*\]|\b\d+\b")
+
+
 def _short(reason: str) -> str:
-    return _ADDRESS.sub("0x?", reason.split("\n")[0])[:160]
+    """A break reason without the values in it, so that breaks group by their cause."""
+    line = _ADDRESS.sub("0x?", reason.split("\n")[0])
+    for _ in range(3):
+        line = _QUOTED.sub("…", line)
+    return line[:120]
 
 
 def _snapshot(obj):
@@ -236,6 +243,7 @@ _CONSTANT_KINDS = frozenset({"int", "float", "bool", "complex", "str", "bytes", 
 def run_construct(c: Construct, ci: bool = False) -> Report:
     report = Report()
     start = time.perf_counter()
+    saved, kiln.config.suppress_errors = kiln.config.suppress_errors, False   # a Kiln bug is a difference
     case = make_case(c)
     for kind in kinds_for(c):
         run_cell(c, case, kind, False, report)
@@ -243,6 +251,7 @@ def run_construct(c: Construct, ci: bool = False) -> Report:
             run_cell(c, case, kind, True, report)
         report.kinds.add(kind.name)
     report.constructs.add(c.name)
+    kiln.config.suppress_errors = saved
     kiln.reset()
     report.seconds = time.perf_counter() - start
     return report

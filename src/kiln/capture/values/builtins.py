@@ -9,6 +9,7 @@ import abc
 import builtins as _b
 import collections
 import functools
+import inspect
 import math
 import operator
 import types
@@ -47,6 +48,12 @@ class BuiltinValue(Value):
         return f"builtin {getattr(self.fn, '__name__', self.fn)}"
 
     def call(self, tx, args, kwargs):
+        signature = _signature(self.fn)
+        if signature is not None:
+            try:   # the arguments fit as Python would check them (handlers take them as fitting)
+                signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise_python(TypeError, f"{getattr(self.fn, '__name__', self.fn)}(): {e}")
         return BUILTINS[self.fn](tx, list(args), dict(kwargs))
 
     def getattr(self, tx, name):
@@ -70,6 +77,15 @@ class BuiltinValue(Value):
 
     def reconstruct(self, cg):
         return cg.ref(self.fn)
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(fn):
+    """The builtin's signature when Python can tell it (``len(obj, /)``), else None."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
 
 
 def _consts(args):
@@ -97,7 +113,10 @@ def _len(tx, args, kwargs):
         return v.dim_size(tx, 0)   # stays symbolic when the size is
     if isinstance(v, ConstantValue):
         return _fold(len)(tx, args, kwargs)
-    cls = v.python_type()
+    try:
+        cls = v.python_type()
+    except Unsupported:
+        return const(v.length(tx))
     if type_lookup(cls, "__len__")[1] is None:   # an iterator, a generator: asked of the type
         raise_python(TypeError, f"object of type '{cls.__name__}' has no len()")
     return const(v.length(tx))
@@ -130,10 +149,11 @@ def _isinstance(tx, args, kwargs):
 
 
 # ``__instancecheck__`` methods that decide from the object's type alone
-# (a Parameter's also accepts tensors flagged ``_is_param``, which only Parameter and
-# Buffer construction set: those are Parameters by type)
-_TYPE_ONLY_CHECKS = (type.__dict__["__instancecheck__"], abc.ABCMeta.__dict__["__instancecheck__"],
-                     torch.nn.parameter._ParameterMeta.__dict__["__instancecheck__"])
+# (a Parameter's and a Buffer's also accept tensors flagged ``_is_param`` / ``_is_buffer``,
+# which only their construction sets: those are Parameters and Buffers by type)
+_TYPE_ONLY_CHECKS = tuple(
+    meta.__dict__["__instancecheck__"] for meta in
+    (type, abc.ABCMeta, getattr(torch.nn.parameter, "_ParameterMeta", type), getattr(torch.nn.parameter, "_BufferMeta", type)))
 
 
 def _subclass(t, c) -> bool:
@@ -222,7 +242,10 @@ def _reversed(tx, args, kwargs):
     if isinstance(t, TensorValue):
         # Tensor.__reversed__: the tensor flipped along dim 0 (a 0-d tensor is returned as is)
         return t if t.fake.ndim == 0 else graph_call(tx, "call_method", "flip", [t, const(0)], {})
-    cls = t.python_type()
+    try:
+        cls = t.python_type()
+    except Unsupported:
+        raise Unsupported(f"reversed() of {t.describe()}, whose type Kiln does not know") from None
     owner, raw = type_lookup(cls, "__reversed__")
     sequence = type_lookup(cls, "__getitem__")[0] is not None and type_lookup(cls, "__len__")[0] is not None \
         and not issubclass(cls, dict)
@@ -464,7 +487,11 @@ def _str(tx, args, kwargs):
 
 
 def _object_new(tx, args, kwargs):
+    if not args:
+        raise_python(TypeError, "object.__new__(): not enough arguments")
     cls = real_classes(tx, args[0])
+    if not isinstance(cls, type):
+        raise_python(TypeError, f"object.__new__(X): X is not a type object ({type(cls).__name__})")
     if not is_plain_class(cls, python_new=True):
         raise Unsupported(f"object.__new__({cls.__name__})")
     obj = NewObjectValue(cls)
@@ -507,6 +534,8 @@ def _math_fn(fn):
 
 def _reduce(tx, args, kwargs):
     fn, it = args[0], _iter_items(tx, args[1])
+    if len(args) < 3 and not it:
+        raise_python(TypeError, "reduce() of empty iterable with no initial value")
     acc = args[2] if len(args) > 2 else it.pop(0)
     for i in it:
         acc = fn.call(tx, [acc, i], {})

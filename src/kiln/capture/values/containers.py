@@ -19,7 +19,12 @@ def key_of(v: Value):
     if isinstance(v, ConstantValue):
         return v.value
     if isinstance(v, TupleValue) and v.is_constant():
-        return v.as_constant()   # a tuple of constants is equal to every other one like it
+        key = v.as_constant()    # a tuple of constants is equal to every other one like it
+        try:
+            hash(key)
+            return key
+        except TypeError:        # holds a slice or a Size of symbols: by identity, as before
+            pass
     real = getattr(v, "real_object", None)
     if real is not None:
         return real()
@@ -371,6 +376,8 @@ class DictValue(Value):
                 self.items[k] = v
             return const(None)
         if name == "pop":
+            if not 1 <= len(args) <= 2:
+                raise_python(TypeError, f"pop expected at least 1 argument, got {len(args)}")
             se.mutated(self)
             k = key_of(args[0])
             if k in self.items:
