@@ -5,7 +5,6 @@ unroll over containers and hand tensor work to the graph.
 """
 from __future__ import annotations
 
-import abc
 import builtins as _b
 import collections
 import functools
@@ -17,16 +16,14 @@ import types
 import torch
 
 from ...exc import Unsupported
-from .base import (AttributeMissing, ConstantValue, TracedException, Value, const, instances_callable,
-                   raise_python, type_lookup)
+from .base import ConstantValue, Value, const, raise_python, type_lookup
 from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
 from .deques import DEQUES
+from .introspection import INTROSPECTION, real_classes
 from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
 from .operator_objects import OPERATOR_OBJECTS
 from .weakrefs import WEAKREFS
-from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
 from .new_objects import NewObjectValue
-from .nn_modules import ModuleValue
 from .objects import ClassValue, is_plain_class
 from .super_value import make_super
 from .symbolic import SymNodeValue
@@ -120,99 +117,6 @@ def _len(tx, args, kwargs):
     if type_lookup(cls, "__len__")[1] is None:   # an iterator, a generator: asked of the type
         raise_python(TypeError, f"object of type '{cls.__name__}' has no len()")
     return const(v.length(tx))
-
-
-def _isinstance(tx, args, kwargs):
-    """Asked of Python: of the real object when Kiln has it, else of the value's type
-    (guarded), as long as each class answers from the type alone."""
-    obj, cls = args
-    classes = cls.as_constant() if cls.is_constant() else real_classes(tx, cls)
-    real = getattr(obj, "real_object", None)
-    if isinstance(obj, ConstantValue) or real is not None:
-        try:
-            return const(isinstance(obj.value if isinstance(obj, ConstantValue) else real(), classes))
-        except Exception as e:   # noqa: BLE001 - a bad second argument raises as in Python
-            raise_python(type(e), *e.args)
-    t = obj.python_type()
-    if isinstance(obj, TensorValue):
-        t = getattr(obj, "cls", torch.Tensor)
-    if not isinstance(classes, tuple):
-        classes = (classes,)
-    for c in classes:
-        check = type_lookup(type(c), "__instancecheck__")[1] if isinstance(c, type) else None
-        if check is not None and check not in _TYPE_ONLY_CHECKS:
-            raise Unsupported(f"isinstance() with {c!r}, whose metaclass decides by the object")
-    try:
-        return const(any(_subclass(t, c) for c in classes))
-    except TypeError as e:
-        raise_python(TypeError, *e.args)
-
-
-# ``__instancecheck__`` methods that decide from the object's type alone
-# (a Parameter's and a Buffer's also accept tensors flagged ``_is_param`` / ``_is_buffer``,
-# which only their construction sets: those are Parameters and Buffers by type)
-_TYPE_ONLY_CHECKS = tuple(
-    meta.__dict__["__instancecheck__"] for meta in
-    (type, abc.ABCMeta, getattr(torch.nn.parameter, "_ParameterMeta", type), getattr(torch.nn.parameter, "_BufferMeta", type)))
-
-
-def _subclass(t, c) -> bool:
-    if c is torch.Tensor and issubclass(t, torch.Tensor):
-        return True
-    return issubclass(t, c)
-
-
-def real_classes(tx, cls: Value):
-    if isinstance(cls, TupleValue):
-        return tuple(real_classes(tx, c) for c in cls.items)
-    real = getattr(cls, "real_object", None)
-    if real is None:
-        raise Unsupported("isinstance() with a class Kiln cannot identify")
-    return real()
-
-
-def _issubclass(tx, args, kwargs):
-    a = real_classes(tx, args[0])
-    b = args[1].as_constant() if args[1].is_constant() else real_classes(tx, args[1])
-    return const(issubclass(a, b))
-
-
-def _hasattr(tx, args, kwargs):
-    """``getattr`` without the result: False exactly when the lookup raises AttributeError
-    (Kiln's own AttributeMissing, or an AttributeError the traced code raised)."""
-    try:
-        args[0].getattr(tx, args[1].as_constant())
-        return const(True)
-    except AttributeMissing:
-        return const(False)
-    except TracedException as e:
-        if issubclass(e.cls, AttributeError):
-            return const(False)
-        raise
-
-
-def _getattr(tx, args, kwargs):
-    name = args[1].as_constant()
-    if len(args) == 3:
-        try:
-            return args[0].getattr(tx, name)
-        except AttributeMissing:
-            return args[2]
-        except TracedException as e:
-            if issubclass(e.cls, AttributeError):
-                return args[2]
-            raise
-    return args[0].getattr(tx, name)
-
-
-def _setattr(tx, args, kwargs):
-    args[0].setattr(tx, args[1].as_constant(), args[2])
-    return const(None)
-
-
-def _delattr(tx, args, kwargs):
-    args[0].delattr(tx, args[1].as_constant())
-    return const(None)
 
 
 def _range(tx, args, kwargs):
@@ -391,26 +295,6 @@ def _bool(tx, args, kwargs):
     return const(args[0].truth(tx)) if args else const(False)
 
 
-def _type(tx, args, kwargs):
-    if len(args) != 1:
-        raise Unsupported("type() with three arguments")
-    v = args[0]
-    t = getattr(v, "cls", None) if isinstance(v, TensorValue) else v.python_type()
-    return tx.wrap(t or torch.Tensor, None)
-
-
-def _callable(tx, args, kwargs):
-    """Asked of Python: of the real object when Kiln has it, else of the value's type
-    (``callable`` reads only the type's call slot, and the type is guarded)."""
-    v = args[0]
-    if isinstance(v, ConstantValue):
-        return const(callable(v.value))
-    real = getattr(v, "real_object", None)
-    if real is not None:
-        return const(callable(real()))
-    return const(instances_callable(v.python_type()))
-
-
 def _map(tx, args, kwargs):
     fn, *its = args
     return AdaptorValue(map, [as_iterator(tx, i) for i in its], fn)
@@ -453,13 +337,6 @@ def _slice(tx, args, kwargs):
     if len(args) == 1:
         parts = [const(None), args[0], const(None)]
     return SliceValue(*parts)
-
-
-def _id(tx, args, kwargs):
-    real = getattr(args[0], "real_object", None)
-    if real is not None:
-        return const(id(real()))
-    raise Unsupported("id() of a value made while tracing")
 
 
 def _round(tx, args, kwargs):
@@ -543,15 +420,14 @@ def _reduce(tx, args, kwargs):
 
 
 BUILTINS: dict = {
-    _b.len: _len, _b.isinstance: _isinstance, _b.issubclass: _issubclass, _b.hasattr: _hasattr,
-    _b.getattr: _getattr, _b.setattr: _setattr, _b.delattr: _delattr, _b.range: _range,
+    _b.len: _len, _b.range: _range,
     _b.enumerate: _enumerate, _b.zip: _zip, _b.reversed: _reversed, _b.iter: _iter, _b.next: _next,
     _b.list: _list, _b.tuple: _tuple, _b.dict: _dict, _b.set: _set, _b.frozenset: _frozenset,
     _b.min: _minmax(min), _b.max: _minmax(max), _b.sum: _sum,
     _b.all: _all_any(all), _b.any: _all_any(any), _b.abs: _abs, _b.int: _numeric(int),
-    _b.float: _numeric(float), _b.bool: _bool, _b.str: _str, _b.type: _type, _b.callable: _callable,
+    _b.float: _numeric(float), _b.bool: _bool, _b.str: _str,
     _b.map: _map, _b.filter: _filter, _b.sorted: _sorted, _b.print: _print, _b.super: _super,
-    _b.slice: _slice, _b.id: _id, _b.round: _round, _b.pow: _pow, _b.divmod: _divmod,
+    _b.slice: _slice, _b.round: _round, _b.pow: _pow, _b.divmod: _divmod,
     _b.repr: _fold(repr), _b.format: _fold(format), _b.ord: _fold(ord), _b.chr: _fold(chr),
     _b.hash: _fold(hash), _b.complex: _fold(complex), object.__new__: _object_new,
     operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _operator(operator.is_),
@@ -559,6 +435,7 @@ BUILTINS: dict = {
     operator.index: _fold(operator.index),
     functools.reduce: _reduce,
 }
+BUILTINS.update(INTROSPECTION)
 BUILTINS.update(ITERTOOLS)
 BUILTINS.update(OPERATOR_OBJECTS)
 BUILTINS.update(DEQUES)
