@@ -86,7 +86,7 @@ class FrameCache:
         except KilnError:
             raise
         except ArgumentError:
-            raise
+            return None   # the call runs as Python, which raises its own TypeError (type and message)
         except Exception as e:  # a bug in Kiln: never let it take the user's program down
             return self._internal_error(e)
         finally:

@@ -149,15 +149,16 @@ def _as_sequence(v: Value) -> Value:
 
 def _sequence_op(tx, fn, a, b):
     if fn is operator.add and isinstance(a, SequenceValue) and isinstance(b, SequenceValue):
-        if type(a.python_type()) is not type(b.python_type()) and not (
-                isinstance(a, TupleValue) and isinstance(b, TupleValue)):
-            raise Unsupported(f"can only concatenate {a.python_type().__name__} to the same type")
-        return (ListValue if isinstance(a, ListValue) else TupleValue)(a.items + b.items)
+        if a.concat_type() is not b.concat_type():
+            raise_python(TypeError, f'can only concatenate {a.concat_type().__name__} '
+                                    f'(not "{b.python_type().__name__}") to {a.concat_type().__name__}')
+        return a.like(a.items + b.items)
     if fn is operator.mul:
-        if isinstance(a, SequenceValue) and isinstance(b, ConstantValue):
-            return (ListValue if isinstance(a, ListValue) else TupleValue)(a.items * b.value)
-        if isinstance(b, SequenceValue) and isinstance(a, ConstantValue):
-            return (ListValue if isinstance(b, ListValue) else TupleValue)(b.items * a.value)
+        seq, n = (a, b) if isinstance(a, SequenceValue) else (b, a)
+        if isinstance(seq, SequenceValue) and isinstance(n, ConstantValue):
+            if not isinstance(n.value, int):
+                raise_python(TypeError, f"can't multiply sequence by non-int of type '{type(n.value).__name__}'")
+            return seq.like(seq.items * n.value)
     if fn is operator.or_ and isinstance(a, DictValue) and isinstance(b, DictValue):
         return DictValue({**a.items, **b.items}, key_values={**a.key_values, **b.key_values})
     if fn in (operator.or_, operator.and_, operator.sub, operator.xor) and \

@@ -14,7 +14,7 @@ import torch
 
 from ...exc import Unsupported
 from ..sources import AttrSource, CallSource, ConstSource, ItemSource
-from .base import AttributeMissing, Value, const, to_python
+from .base import AttributeMissing, Value, const, to_python, type_lookup
 from .functions import BoundMethodValue, UserFunctionValue
 
 
@@ -37,10 +37,7 @@ def attr_source(base, name):
 
 def lookup_class_attr(cls: type, name: str):
     """(owner class, raw attribute) from the MRO without running descriptors."""
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass, klass.__dict__[name]
-    return None, None
+    return type_lookup(cls, name)
 
 
 def bind_class_attr(tx, owner: type, raw, self_value: Value, name: str):

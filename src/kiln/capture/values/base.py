@@ -9,6 +9,7 @@ or be constants.
 from __future__ import annotations
 
 import itertools
+import types
 from typing import Protocol
 
 from ...exc import Unsupported
@@ -57,6 +58,52 @@ class Tracer(Protocol):
 
 class AttributeMissing(Unsupported):
     """Lookup failed the way Python would raise AttributeError (hasattr relies on it)."""
+
+
+def type_lookup(cls: type, name: str):
+    """(owner class, raw attribute) that Python's lookup of ``name`` on an instance of
+    ``cls`` finds on the type, through ``cls.__mro__``, without running descriptors;
+    (None, None) when the type has no such attribute.
+
+    This is the question to ask about instances, not ``hasattr(cls, name)``: that one
+    asks the class object, which also finds what its metaclass defines (every class has
+    ``__call__``, ``mro`` and ``__name__`` through ``type``)."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass, klass.__dict__[name]
+    return None, None
+
+
+def instances_callable(cls: type) -> bool:
+    """``callable(x)`` for any ``x`` of type ``cls``: CPython asks the type's call slot,
+    which a class has exactly when its MRO defines ``__call__``."""
+    return type_lookup(cls, "__call__")[1] is not None
+
+
+# what a builtin type's dict holds for its methods (bound when read from an instance)
+_C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType,
+              types.BuiltinFunctionType, types.FunctionType, staticmethod, classmethod)
+
+
+def builtin_instance_attr(tx, value: "Value", name: str):
+    """Python's lookup of ``name`` on a value that stands for an instance of a builtin
+    type without an instance dict (a list, a tuple, a dict view...): every attribute
+    lives on the type, so the type answers.  Returns None for a method (the caller
+    binds it), the Value for plain class data (``list.__hash__`` is None), and raises
+    AttributeMissing, as Python raises AttributeError, when the type has no such name.
+    A descriptor that computes its value per instance is refused: Kiln does not know it.
+    Valid while the type is: every value read from outside is guarded by type."""
+    cls = value.python_type()
+    raw = type_lookup(cls, name)[1]
+    if raw is None:
+        raise AttributeMissing(f"'{cls.__name__}' object has no attribute '{name}'")
+    if name == "__class__":
+        return tx.wrap(cls, None)
+    if isinstance(raw, _C_METHODS):
+        return None
+    if not hasattr(type(raw), "__get__"):
+        return tx.wrap(raw, None)
+    raise Unsupported(f"attribute {name!r} of a {cls.__name__} object (a {type(raw).__name__} descriptor)")
 
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented), range, slice)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins as _b
 import collections
 import functools
+import inspect
 import math
 import operator
 import types
@@ -15,15 +16,14 @@ import types
 import torch
 
 from ...exc import Unsupported
-from .base import AttributeMissing, ConstantValue, Value, const, raise_python
+from .base import ConstantValue, Value, const, raise_python, type_lookup
 from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
 from .deques import DEQUES
-from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator
+from .introspection import INTROSPECTION, real_classes
+from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
 from .operator_objects import OPERATOR_OBJECTS
 from .weakrefs import WEAKREFS
-from .functions import BaseFunctionValue, BoundMethodValue, PartialValue
 from .new_objects import NewObjectValue
-from .nn_modules import ModuleValue
 from .objects import ClassValue, is_plain_class
 from .super_value import make_super
 from .symbolic import SymNodeValue
@@ -45,6 +45,12 @@ class BuiltinValue(Value):
         return f"builtin {getattr(self.fn, '__name__', self.fn)}"
 
     def call(self, tx, args, kwargs):
+        signature = _signature(self.fn)
+        if signature is not None:
+            try:   # the arguments fit as Python would check them (handlers take them as fitting)
+                signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise_python(TypeError, f"{getattr(self.fn, '__name__', self.fn)}(): {e}")
         return BUILTINS[self.fn](tx, list(args), dict(kwargs))
 
     def getattr(self, tx, name):
@@ -70,6 +76,15 @@ class BuiltinValue(Value):
         return cg.ref(self.fn)
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(fn):
+    """The builtin's signature when Python can tell it (``len(obj, /)``), else None."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
 def _consts(args):
     return [a.as_constant() for a in args]
 
@@ -90,72 +105,18 @@ def _iter_items(tx, v: Value) -> list:
 
 
 def _len(tx, args, kwargs):
-    if isinstance(args[0], TensorValue) and args[0].fake.ndim:
-        return args[0].dim_size(tx, 0)   # stays symbolic when the size is
-    return const(args[0].length(tx))
-
-
-def _isinstance(tx, args, kwargs):
-    obj, cls = args
-    classes = cls.as_constant() if cls.is_constant() else real_classes(tx, cls)
-    t = obj.python_type()
-    if isinstance(obj, TensorValue):
-        t = getattr(obj, "cls", torch.Tensor)
-    if not isinstance(classes, tuple):
-        classes = (classes,)
+    v = args[0]
+    if isinstance(v, TensorValue) and v.fake.ndim:
+        return v.dim_size(tx, 0)   # stays symbolic when the size is
+    if isinstance(v, ConstantValue):
+        return _fold(len)(tx, args, kwargs)
     try:
-        return const(any(_subclass(t, c) for c in classes))
-    except TypeError as e:
-        raise Unsupported(f"isinstance(): {e}")
-
-
-def _subclass(t, c) -> bool:
-    if c is torch.Tensor and issubclass(t, torch.Tensor):
-        return True
-    return issubclass(t, c)
-
-
-def real_classes(tx, cls: Value):
-    if isinstance(cls, TupleValue):
-        return tuple(real_classes(tx, c) for c in cls.items)
-    real = getattr(cls, "real_object", None)
-    if real is None:
-        raise Unsupported("isinstance() with a class Kiln cannot identify")
-    return real()
-
-
-def _issubclass(tx, args, kwargs):
-    a = real_classes(tx, args[0])
-    b = args[1].as_constant() if args[1].is_constant() else real_classes(tx, args[1])
-    return const(issubclass(a, b))
-
-
-def _hasattr(tx, args, kwargs):
-    try:
-        args[0].getattr(tx, args[1].as_constant())
-        return const(True)
-    except AttributeMissing:
-        return const(False)
-
-
-def _getattr(tx, args, kwargs):
-    name = args[1].as_constant()
-    if len(args) == 3:
-        try:
-            return args[0].getattr(tx, name)
-        except AttributeMissing:
-            return args[2]
-    return args[0].getattr(tx, name)
-
-
-def _setattr(tx, args, kwargs):
-    args[0].setattr(tx, args[1].as_constant(), args[2])
-    return const(None)
-
-
-def _delattr(tx, args, kwargs):
-    args[0].delattr(tx, args[1].as_constant())
-    return const(None)
+        cls = v.python_type()
+    except Unsupported:
+        return const(v.length(tx))
+    if type_lookup(cls, "__len__")[1] is None:   # an iterator, a generator: asked of the type
+        raise_python(TypeError, f"object of type '{cls.__name__}' has no len()")
+    return const(v.length(tx))
 
 
 def _range(tx, args, kwargs):
@@ -178,16 +139,33 @@ def _zip(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
+    """``reversed(v)`` as CPython decides it from the type: its ``__reversed__``, else
+    the sequence protocol (``__len__`` and ``__getitem__``, not a mapping), else
+    TypeError (a set, an iterator)."""
     t = args[0]
     if isinstance(t, TensorValue):
         # Tensor.__reversed__: the tensor flipped along dim 0 (a 0-d tensor is returned as is)
         return t if t.fake.ndim == 0 else graph_call(tx, "call_method", "flip", [t, const(0)], {})
-    return IteratorValue(list(reversed(_iter_items(tx, t))))
+    try:
+        cls = t.python_type()
+    except Unsupported:
+        raise Unsupported(f"reversed() of {t.describe()}, whose type Kiln does not know") from None
+    owner, raw = type_lookup(cls, "__reversed__")
+    sequence = type_lookup(cls, "__getitem__")[0] is not None and type_lookup(cls, "__len__")[0] is not None \
+        and not issubclass(cls, dict)
+    if owner is None and not sequence or owner is not None and raw is None:   # ``__reversed__ = None``
+        raise_python(TypeError, f"'{cls.__name__}' object is not reversible")
+    if not all(k.__module__ in ("builtins", "collections") for k in cls.__mro__):
+        raise Unsupported(f"reversed() of a {cls.__name__} object (its class's own protocol)")
+    return IteratorValue(list(reversed(_iter_items(tx, t))), iterator_type(reversed, t))
 
 
 def _iter(tx, args, kwargs):
     if len(args) != 1:
         raise Unsupported("iter() with a sentinel")
+    if isinstance(args[0], TensorValue):
+        # Tensor.__iter__ is ``iter(self.unbind(0))``: a tuple's iterator
+        return IteratorValue(args[0].unpack(tx), type(iter(())))
     return as_iterator(tx, args[0])
 
 
@@ -286,9 +264,16 @@ def _sum(tx, args, kwargs):
 
 
 def _all_any(fn):
+    """``all`` / ``any``: items pulled one at a time until one decides (an iterator is
+    consumed exactly as far as Python consumes it)."""
+    decisive = fn is any
+
     def handler(tx, args, kwargs):
-        items = _iter_items(tx, args[0])
-        return const(fn(i.truth(tx) for i in items))
+        it = as_iterator(tx, args[0])
+        while (item := it.next(tx)) is not None:
+            if item.truth(tx) is decisive:
+                return const(decisive)
+        return const(not decisive)
     return handler
 
 
@@ -308,26 +293,6 @@ def _numeric(cls):
 
 def _bool(tx, args, kwargs):
     return const(args[0].truth(tx)) if args else const(False)
-
-
-def _type(tx, args, kwargs):
-    if len(args) != 1:
-        raise Unsupported("type() with three arguments")
-    v = args[0]
-    t = getattr(v, "cls", None) if isinstance(v, TensorValue) else v.python_type()
-    return tx.wrap(t or torch.Tensor, None)
-
-
-def _callable(tx, args, kwargs):
-    v = args[0]
-    if isinstance(v, (BaseFunctionValue, BoundMethodValue, PartialValue, ClassValue, ModuleValue, BuiltinValue)):
-        return const(True)
-    if isinstance(v, ConstantValue):
-        return const(callable(v.value))
-    real = getattr(v, "real_object", None)
-    if real is not None:
-        return const(callable(real()))
-    return const(callable(v.python_type()) and hasattr(v.python_type(), "__call__"))
 
 
 def _map(tx, args, kwargs):
@@ -374,13 +339,6 @@ def _slice(tx, args, kwargs):
     return SliceValue(*parts)
 
 
-def _id(tx, args, kwargs):
-    real = getattr(args[0], "real_object", None)
-    if real is not None:
-        return const(id(real()))
-    raise Unsupported("id() of a value made while tracing")
-
-
 def _round(tx, args, kwargs):
     if isinstance(args[0], TensorValue):
         raise_python(TypeError, "type Tensor doesn't define __round__ method")
@@ -406,7 +364,11 @@ def _str(tx, args, kwargs):
 
 
 def _object_new(tx, args, kwargs):
+    if not args:
+        raise_python(TypeError, "object.__new__(): not enough arguments")
     cls = real_classes(tx, args[0])
+    if not isinstance(cls, type):
+        raise_python(TypeError, f"object.__new__(X): X is not a type object ({type(cls).__name__})")
     if not is_plain_class(cls, python_new=True):
         raise Unsupported(f"object.__new__({cls.__name__})")
     obj = NewObjectValue(cls)
@@ -449,6 +411,8 @@ def _math_fn(fn):
 
 def _reduce(tx, args, kwargs):
     fn, it = args[0], _iter_items(tx, args[1])
+    if len(args) < 3 and not it:
+        raise_python(TypeError, "reduce() of empty iterable with no initial value")
     acc = args[2] if len(args) > 2 else it.pop(0)
     for i in it:
         acc = fn.call(tx, [acc, i], {})
@@ -456,15 +420,14 @@ def _reduce(tx, args, kwargs):
 
 
 BUILTINS: dict = {
-    _b.len: _len, _b.isinstance: _isinstance, _b.issubclass: _issubclass, _b.hasattr: _hasattr,
-    _b.getattr: _getattr, _b.setattr: _setattr, _b.delattr: _delattr, _b.range: _range,
+    _b.len: _len, _b.range: _range,
     _b.enumerate: _enumerate, _b.zip: _zip, _b.reversed: _reversed, _b.iter: _iter, _b.next: _next,
     _b.list: _list, _b.tuple: _tuple, _b.dict: _dict, _b.set: _set, _b.frozenset: _frozenset,
     _b.min: _minmax(min), _b.max: _minmax(max), _b.sum: _sum,
     _b.all: _all_any(all), _b.any: _all_any(any), _b.abs: _abs, _b.int: _numeric(int),
-    _b.float: _numeric(float), _b.bool: _bool, _b.str: _str, _b.type: _type, _b.callable: _callable,
+    _b.float: _numeric(float), _b.bool: _bool, _b.str: _str,
     _b.map: _map, _b.filter: _filter, _b.sorted: _sorted, _b.print: _print, _b.super: _super,
-    _b.slice: _slice, _b.id: _id, _b.round: _round, _b.pow: _pow, _b.divmod: _divmod,
+    _b.slice: _slice, _b.round: _round, _b.pow: _pow, _b.divmod: _divmod,
     _b.repr: _fold(repr), _b.format: _fold(format), _b.ord: _fold(ord), _b.chr: _fold(chr),
     _b.hash: _fold(hash), _b.complex: _fold(complex), object.__new__: _object_new,
     operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _operator(operator.is_),
@@ -472,6 +435,7 @@ BUILTINS: dict = {
     operator.index: _fold(operator.index),
     functools.reduce: _reduce,
 }
+BUILTINS.update(INTROSPECTION)
 BUILTINS.update(ITERTOOLS)
 BUILTINS.update(OPERATOR_OBJECTS)
 BUILTINS.update(DEQUES)

@@ -11,13 +11,20 @@ import operator
 import types
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const, raise_python
+from .base import ConstantValue, Value, builtin_instance_attr, const, raise_python
 
 
 def key_of(v: Value):
     """The hashable Python object a Value stands for when used as a dict key / set item."""
     if isinstance(v, ConstantValue):
         return v.value
+    if isinstance(v, TupleValue) and v.is_constant():
+        key = v.as_constant()    # a tuple of constants is equal to every other one like it
+        try:
+            hash(key)
+            return key
+        except TypeError:        # holds a slice or a Size of symbols: by identity, as before
+            pass
     real = getattr(v, "real_object", None)
     if real is not None:
         return real()
@@ -63,6 +70,15 @@ class SequenceValue(Value):
     def as_constant(self):
         return self.python_type()(i.as_constant() for i in self.items)
 
+    def like(self, items) -> "SequenceValue":
+        """A new sequence of this one's kind (what ``+``, ``*`` and slicing make): a
+        tuple for any tuple (a namedtuple's slice is a plain tuple), a list for a list."""
+        return (ListValue if isinstance(self, ListValue) else TupleValue)(items)
+
+    def concat_type(self) -> type:
+        """The type ``+`` requires of the other operand (any tuple next to a tuple)."""
+        return list if isinstance(self, ListValue) else tuple
+
     def getitem(self, tx, key):
         k = key.as_constant()
         if isinstance(k, slice):
@@ -99,7 +115,7 @@ class SequenceValue(Value):
         return super().call_method(tx, name, args, kwargs)
 
     def getattr(self, tx, name):
-        return BoundContainerMethod(self, name)
+        return type_attribute(tx, self, name)
 
 
 class TupleValue(SequenceValue):
@@ -328,7 +344,9 @@ class DictValue(Value):
         del self.items[k]
 
     def getattr(self, tx, name):
-        return BoundContainerMethod(self, name)
+        if name == "default_factory" and issubclass(self.cls, collections.defaultdict):
+            return self.default_factory if self.default_factory is not None else const(None)
+        return type_attribute(tx, self, name)
 
     def call_method(self, tx, name, args, kwargs):
         se = tx.state.side_effects
@@ -358,6 +376,8 @@ class DictValue(Value):
                 self.items[k] = v
             return const(None)
         if name == "pop":
+            if not 1 <= len(args) <= 2:
+                raise_python(TypeError, f"pop expected at least 1 argument, got {len(args)}")
             se.mutated(self)
             k = key_of(args[0])
             if k in self.items:
@@ -441,7 +461,7 @@ class DictViewValue(Value):
         return SetValue({key_of(v): v for v in self.unpack(tx)})
 
     def getattr(self, tx, name):
-        return BoundContainerMethod(self, name)
+        return type_attribute(tx, self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
@@ -483,7 +503,7 @@ class SetValue(Value):
         return bool(self.items)
 
     def getattr(self, tx, name):
-        return BoundContainerMethod(self, name)
+        return type_attribute(tx, self, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
@@ -494,6 +514,8 @@ class SetValue(Value):
                 self.items = {key_of(v): v for a in args for v in a.unpack(tx)}
             elif name == "add":
                 self.items.setdefault(key_of(args[0]), args[0])
+            elif name == "remove" and key_of(args[0]) not in self.items:
+                raise_python(KeyError, key_of(args[0]))
             elif name in ("discard", "remove"):
                 self.items.pop(key_of(args[0]), None)
             elif name == "update":
@@ -509,7 +531,8 @@ class SetValue(Value):
             if name in ("issubset", "issuperset"):
                 return const(getattr(mine, name)(other))
             allv = {**self.items, **{key_of(v): v for v in args[0].unpack(tx)}}
-            return SetValue({k: allv[k] for k in getattr(mine, name)(other)})
+            # the receiver's type: a frozenset's union is a frozenset
+            return SetValue({k: allv[k] for k in getattr(mine, name)(other)}, frozen=self.frozen)
         raise Unsupported(f"set.{name} is not supported")
 
     def is_constant(self):
@@ -545,6 +568,26 @@ class SliceValue(Value):
 
     def contents(self):
         return [self.start, self.stop, self.step]
+
+    def getattr(self, tx, name):
+        if name in ("start", "stop", "step"):
+            return getattr(self, name)
+        return type_attribute(tx, self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "indices" and self.is_constant():
+            try:
+                return const(self.as_constant().indices(*[a.as_constant() for a in args]))
+            except Exception as e:   # noqa: BLE001 - raised as Python raises it
+                raise_python(type(e), *e.args)
+        raise Unsupported(f"slice.{name} is not supported")
+
+
+def type_attribute(tx, v: Value, name: str) -> Value:
+    """``v.name`` for a container: what the container's type has (a method bound to
+    ``v``, or plain class data); AttributeError where the type has nothing."""
+    found = builtin_instance_attr(tx, v, name)
+    return BoundContainerMethod(v, name) if found is None else found
 
 
 class BoundContainerMethod(Value):

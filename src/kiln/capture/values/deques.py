@@ -27,6 +27,13 @@ class DequeValue(ListValue):
     def describe(self):
         return f"deque(maxlen={self.maxlen})"
 
+    def like(self, items):
+        """``d + d``, ``d * n``: a deque with this one's ``maxlen``."""
+        return DequeValue(items, self.maxlen)
+
+    def concat_type(self):
+        return collections.deque
+
     def _trim(self, left: bool):
         """Drop items from the ``left`` (or right) end until ``maxlen`` holds."""
         while self.maxlen is not None and len(self.items) > self.maxlen:

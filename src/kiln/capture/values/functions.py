@@ -247,6 +247,8 @@ class BoundMethodValue(Value):
             return self.self_value
         if name == "__func__":
             return self.func
+        if name == "__class__":
+            return tx.wrap(types.MethodType, None)   # not the function's: a method's own type
         return self.func.getattr(tx, name)
 
     def reconstruct(self, cg):

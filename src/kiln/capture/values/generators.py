@@ -9,6 +9,7 @@ runs when Python would run it, interleaved correctly with the consumer.
 from __future__ import annotations
 
 import inspect
+import types
 
 from ...exc import Unsupported
 from .base import const
@@ -23,6 +24,9 @@ class GeneratorValue(IteratorValue):
 
     def describe(self):
         return f"generator {self.tracer.code.co_qualname}"
+
+    def python_type(self):
+        return types.GeneratorType
 
     @property
     def return_value(self):
@@ -65,4 +69,5 @@ class GeneratorValue(IteratorValue):
         parts += [f"{n}={cg.expr(self.arguments[n])}" for n in names[npos:npos + nkw]]
         if code.co_flags & inspect.CO_VARKEYWORDS:
             parts.append(f"**{cg.expr(self.arguments[names[i]])}")
-        return f"{cg.expr(fn)}({', '.join(parts)})"
+        # one generator however many places hold it (``zip(g, g)``)
+        return cg.new_object(self, f"{cg.expr(fn)}({', '.join(parts)})")

@@ -14,11 +14,14 @@ Loops over them are unrolled like the rest of Kiln's loops.  Three rules keep th
 * **Escaping keeps the type.**  An iterator that leaves the frame is rebuilt as the
   type eager would have made: an adaptor over its rebuilt sources, a list or dict
   iterator over the rebuilt container advanced as far, an ``itertools`` kind over the
-  items the trace computed (``REBUILDERS``); kinds that cannot be rebuilt from their
-  items (``combinations``, ``permutations``, ``product``) escape as plain iterators.
+  items the trace computed (``REBUILDERS``); a kind that cannot be rebuilt from its
+  items (``combinations``, ``permutations``, ``product``, a set's iterator) does not
+  escape: the frame runs as Python.  The kind of ``iter(v)`` and ``reversed(v)`` is asked
+  of Python (``iterator_type``), not assumed.
 """
 from __future__ import annotations
 
+import collections
 import gc
 import itertools
 import operator
@@ -73,11 +76,12 @@ class IteratorValue(Value):
         rest = self.items[self.index:]
         inner = ", ".join(cg.expr(i) for i in rest)
         items = f"({inner}{',' if len(rest) == 1 else ''})"
-        rebuild = getattr(self, "rebuilder", None) or REBUILDERS.get(self.kind)
+        rebuild = getattr(self, "rebuilder", None) or REBUILDERS.get(self.python_type())
+        if rebuild is None:
+            raise Unsupported(f"a {self.python_type().__name__} iterator leaving the frame (Kiln cannot "
+                              f"rebuild one of that type)")
         # one object however many places hold it (the loop's stack slot and a local `it`)
-        if rebuild is not None:
-            return cg.new_object(self, f"{cg.ref(rebuild)}({items})")
-        return cg.new_object(self, f"iter({items})")
+        return cg.new_object(self, f"{cg.ref(rebuild)}({items})")
 
 
 def _keep(x):
@@ -297,15 +301,33 @@ class AdaptorValue(IteratorValue):
     ``map``'s function runs once per item taken, in step with the loop body).  One that
     escapes is the same adaptor over its sources, rebuilt as far as they were consumed."""
 
-    def __init__(self, kind: type, sources: list, fn=None, start: int = 0):
+    def __init__(self, kind: type, sources: list, fn=None, start: int = 0, outer=None):
         super().__init__([], kind)
         self.sources, self.fn, self.start = sources, fn, start
+        self.outer = outer   # chain.from_iterable: the iterator the sources are still taken from
 
     def next(self, tx):
         item = self._make(tx)
         return None if item is None else self.took(item)
 
     def _make(self, tx):
+        if self.kind is itertools.chain:
+            # each source is turned into an iterator when the chain reaches it, as Python does
+            while self.sources or self.outer is not None:
+                if not self.sources:
+                    taken = self.outer.next(tx)
+                    if taken is None:
+                        return None
+                    self.sources.append(taken)
+                self.sources[0] = as_iterator(tx, self.sources[0])
+                v = self.sources[0].next(tx)
+                if v is not None:
+                    return v
+                self.sources.pop(0)
+            return None
+        if self.kind is itertools.starmap:
+            row = self.sources[0].next(tx)
+            return None if row is None else self.fn.call(tx, row.unpack(tx), {})
         if self.kind is filter:
             while (v := self.sources[0].next(tx)) is not None:
                 keep = v if self.fn is None else self.fn.call(tx, [v], {})
@@ -325,13 +347,18 @@ class AdaptorValue(IteratorValue):
         return TupleValue(row)
 
     def contents(self):
-        return [*self.sources, *([self.fn] if self.fn is not None else [])]
+        return [*self.sources, *([self.fn] if self.fn is not None else []),
+                *([self.outer] if self.outer is not None else [])]
 
     def reconstruct(self, cg):
         sources = [cg.expr(s) for s in self.sources]
+        if self.outer is not None:
+            chain = cg.ref(itertools.chain)
+            return cg.new_object(self, f"{chain}.from_iterable({chain}(({''.join(s + ', ' for s in sources)}), "
+                                       f"{cg.expr(self.outer)}))")
         if self.kind is enumerate:
             args = [sources[0], repr(self.start + len(self.items))]
-        elif self.kind in (map, filter):
+        elif self.kind in (map, filter, itertools.starmap):
             args = [cg.expr(self.fn) if self.fn is not None else "None", *sources]
         else:
             args = sources
@@ -354,7 +381,28 @@ def as_iterator(tx, v: Value) -> IteratorValue:
         v = DictViewValue(v, "keys")
     if isinstance(v, DictViewValue):
         return DictIteratorValue(v, len(v.d.items))
-    return IteratorValue(v.unpack(tx))
+    return IteratorValue(v.unpack(tx), iterator_type(iter, v))
+
+
+def iterator_type(make, v: Value):
+    """The type ``make(v)`` (``iter``, ``reversed``) gives for what ``v`` stands for,
+    asked of Python: on the constant itself, else on an empty instance of its type (or
+    of the first base that can make one: a namedtuple's iterator is a tuple's); None
+    when Python cannot be asked."""
+    if isinstance(v, ConstantValue):
+        try:
+            return type(make(v.value))
+        except TypeError:
+            return None
+    if isinstance(v, DictViewValue):
+        return type(make(getattr({}, v.kind)()))
+    for klass in v.python_type().__mro__:
+        if klass.__module__ in ("builtins", "collections"):
+            try:
+                return type(make(klass()))
+            except TypeError:
+                continue
+    return None
 
 
 def zip_rows(tx, values: list) -> list[list]:
@@ -397,11 +445,11 @@ def _repeat(tx, args, kwargs):
 
 
 def _chain(tx, args, kwargs):
-    return IteratorValue([i for a in args for i in as_iterator(tx, a).unpack(tx)], itertools.chain)
+    return AdaptorValue(itertools.chain, list(args))
 
 
 def _chain_from_iterable(tx, args, kwargs):
-    return _chain(tx, as_iterator(tx, args[0]).unpack(tx), {})
+    return AdaptorValue(itertools.chain, [], outer=as_iterator(tx, args[0]))
 
 
 def _combinatoric(fn):
@@ -484,7 +532,7 @@ def _pairwise(tx, args, kwargs):
 
 def _starmap(tx, args, kwargs):
     fn, src = args
-    return IteratorValue([fn.call(tx, row.unpack(tx), {}) for row in as_iterator(tx, src).unpack(tx)], itertools.starmap)
+    return AdaptorValue(itertools.starmap, [as_iterator(tx, src)], fn)
 
 
 # How an escaping iterator of each kind is rebuilt over the items the trace computed
@@ -499,7 +547,31 @@ REBUILDERS = {
     itertools.repeat: lambda items: itertools.repeat(items[0], len(items)) if items else itertools.repeat(None, 0),
     itertools.zip_longest: lambda items: itertools.zip_longest(*zip(*items)) if items else itertools.zip_longest(),
     itertools.starmap: lambda items: itertools.starmap(_identity, ((i,) for i in items)),
+    itertools.pairwise: lambda items: itertools.pairwise([p[0] for p in items] + [items[-1][1]] if items else ()),
+    type(iter([])): lambda items: iter(list(items)), type(iter(())): iter,
+    type(reversed([])): lambda items: reversed(list(reversed(items))),
+    reversed: lambda items: reversed(tuple(reversed(items))),
+    type(iter("")): lambda items: iter("".join(items)), type(iter("\u00e9")): lambda items: iter("".join(items)),
+    type(iter(b"")): lambda items: iter(bytes(items)),
+    type(iter(range(0))): lambda items: iter(_range_of(items)),
+    type(iter(collections.deque())): lambda items: iter(collections.deque(items)),
+    type(iter(set())): lambda items: _set_iterator(items),
 }
+
+
+def _range_of(items):
+    """The range whose items these are (they came from one)."""
+    if len(items) < 2:
+        return range(items[0], items[0] + 1) if items else range(0)
+    step = items[1] - items[0]
+    return range(items[0], items[-1] + step, step)
+
+
+def _set_iterator(items):
+    """A set's iterator over these items in this order; a set built again may order them
+    differently, and then the order wins over the type."""
+    s = set(items)
+    return iter(s) if list(s) == list(items) else iter(items)
 
 
 def _second(a, b):

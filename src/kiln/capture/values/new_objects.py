@@ -9,7 +9,8 @@ import types
 import torch
 
 from ...exc import Unsupported
-from .attributes import attribute_store_modelled, bind_class_attr, custom_setattr, lookup_class_attr
+from .attributes import (attribute_store_modelled, bind_class_attr, custom_setattr, has_custom_getattribute,
+                         lookup_class_attr)
 from .base import AttributeMissing, Value, const, raise_python
 from .containers import BoundContainerMethod, DictValue
 from .functions import BoundMethodValue
@@ -30,6 +31,9 @@ class NewObjectValue(DunderProtocol, Value):
         return f"new {self.cls.__name__} object"
 
     def getattr(self, tx, name):
+        if has_custom_getattribute(self.cls):
+            raise Unsupported(f"attribute {name!r} of a {self.cls.__name__} made in the frame "
+                              f"(its class defines __getattribute__)")
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
@@ -49,6 +53,10 @@ class NewObjectValue(DunderProtocol, Value):
                 # its __get__ runs for this instance, traced like any method
                 return tx.wrap(get, None).call(tx, [tx.wrap(raw, None), self, tx.wrap(self.cls, None)], {})
             return tx.wrap(getattr(self.cls, name), None)
+        owner, fallback = lookup_class_attr(self.cls, "__getattr__")
+        if fallback is not None:
+            # what Python calls when the lookup fails: traced (it may raise AttributeError)
+            return bind_class_attr(tx, owner, fallback, self, "__getattr__").call(tx, [const(name)], {})
         raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
 
     def setattr(self, tx, name, value):

@@ -12,7 +12,7 @@ import operator
 import sys
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const, raise_python
+from .base import ConstantValue, Value, const, raise_python, type_lookup
 from .containers import TupleValue
 from .iterators import IteratorValue
 
@@ -70,15 +70,20 @@ def _make_getter(cls):
 
 
 def _length_hint(tx, args, kwargs):
+    """``operator.length_hint``: ``len`` when the type has ``__len__``, else its
+    ``__length_hint__``, else the default; which applies is asked of the type."""
     obj = args[0]
     default = args[1] if len(args) > 1 else const(0)
-    try:
-        return const(obj.length(tx))
-    except Unsupported:
-        pass
-    if type(obj) is IteratorValue:
-        return const(len(obj.items) - obj.index)   # what the real iterator's __length_hint__ says
-    return default
+    cls = obj.python_type()
+    has_len = type_lookup(cls, "__len__")[1] is not None
+    has_hint = type_lookup(cls, "__length_hint__")[1] is not None
+    if not has_len and not has_hint:
+        return default
+    if isinstance(obj, IteratorValue):
+        if type(obj) is IteratorValue and not has_len:
+            return const(len(obj.items) - obj.index)   # what the real iterator's __length_hint__ says
+        raise Unsupported(f"length_hint() of {obj.describe()}")
+    return const(obj.length(tx))
 
 
 def _intern(tx, args, kwargs):

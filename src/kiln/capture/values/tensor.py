@@ -17,7 +17,7 @@ from ... import trace
 from ...exc import AutogradEngineCall, Unsupported
 from ..graph import SYMBOLIC_TYPES, contains_fake
 from ..sources import AsTensorSource, AttrSource, ItemSource, LocalSource
-from .base import AttributeMissing, ConstantValue, Value, const
+from .base import AttributeMissing, ConstantValue, Value, const, type_lookup
 from .containers import DictValue, ListValue, SliceValue, TupleValue
 from .symbolic import SymNodeValue, size_value
 
@@ -98,7 +98,9 @@ class TensorValue(Value):
         # break lands on the CALL (resumable), not on LOAD_METHOD
         if name == "__class__":
             return tx.wrap(getattr(self, "cls", torch.Tensor), None)
-        if hasattr(torch.Tensor, name):
+        if type_lookup(getattr(self, "cls", None) or self.python_type(), name)[0] is not None:
+            # found on the type, as an instance finds it (not ``hasattr(torch.Tensor, name)``,
+            # which also sees what the metaclass defines: ``__call__``, ``mro``)
             return TensorMethodValue(self, name)
         raise AttributeMissing(f"Tensor has no attribute {name!r}")
 

@@ -54,6 +54,9 @@ class WeakRefValue(Value):
 def _make_ref(tx, args, kwargs):
     if len(args) != 1 or kwargs:
         raise Unsupported("weakref.ref with a callback")
+    cls = args[0].python_type()
+    if cls.__weakrefoffset__ == 0:   # the type decides: ints, lists, tuples refuse
+        raise_python(TypeError, f"cannot create weak reference to '{cls.__name__}' object")
     if args[0].source is None:
         raise Unsupported(f"a weak reference to {args[0].describe()}, made in the frame (its lifetime "
                           "is eager's reference counting)")
