@@ -60,3 +60,14 @@ def test_reversed_of_a_set_raises(kind):
             reversed_set(torch.ones(2), make(seed))
         with pytest.raises(TypeError, match="not reversible"):
             compiled(torch.ones(2), make(seed))
+
+
+def bound_method_types(x, v):
+    names = ("__len__", "__iter__", "add", "__add__", "__init__", "size")
+    return x + 1, tuple(type(getattr(v, n, None)).__name__ for n in names)
+
+
+def test_tensor_methods_have_their_bound_types():
+    # torch/_tensor.py's Python methods bind to `method`, C methods to
+    # builtin_function_or_method, slot wrappers to method-wrapper (fuzz seed 310223)
+    _check(bound_method_types, CONTAINERS["tensor"])

@@ -80,6 +80,23 @@ def instances_callable(cls: type) -> bool:
     return type_lookup(cls, "__call__")[1] is not None
 
 
+
+def bound_attribute_type(cls: type, name: str, sample) -> type:
+    """The type of ``obj.name`` for an ``obj`` of type ``cls`` whose attribute is found on
+    the type (a method): what binding the raw attribute makes, asked of Python by
+    binding it to ``sample``, a real instance of ``cls`` or of a base that defines
+    ``name`` (a Python function binds to ``method``, a C method descriptor to
+    ``builtin_function_or_method``, a slot wrapper to ``method-wrapper``, whatever the
+    instance).  Plain class data is its own type."""
+    raw = type_lookup(cls, name)[1]
+    if isinstance(raw, (types.FunctionType, classmethod)):
+        return types.MethodType
+    if isinstance(raw, staticmethod):
+        return type(raw.__func__)
+    if not hasattr(type(raw), "__get__"):
+        return type(raw)
+    return type(raw.__get__(sample, type(sample)))
+
 # what a builtin type's dict holds for its methods (bound when read from an instance)
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType,
               types.BuiltinFunctionType, types.FunctionType, staticmethod, classmethod)

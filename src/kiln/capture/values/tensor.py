@@ -17,7 +17,7 @@ from ... import trace
 from ...exc import AutogradEngineCall, Unsupported
 from ..graph import SYMBOLIC_TYPES, contains_fake
 from ..sources import AsTensorSource, AttrSource, ItemSource, LocalSource
-from .base import AttributeMissing, ConstantValue, Value, const, type_lookup
+from .base import AttributeMissing, ConstantValue, Value, bound_attribute_type, const, type_lookup
 from .containers import DictValue, ListValue, SliceValue, TupleValue
 from .symbolic import SymNodeValue, size_value
 
@@ -160,6 +160,10 @@ class TensorValue(Value):
         return cg.tensor_expr(self)
 
 
+# a real tensor to bind torch.Tensor's methods to (their bound type is the same for all)
+_SAMPLE_TENSOR = torch.empty(0)
+
+
 class TensorMethodValue(Value):
     """``tensor.name`` before it is called."""
 
@@ -171,7 +175,10 @@ class TensorMethodValue(Value):
         return f"Tensor.{self.name}"
 
     def python_type(self):
-        return type(torch.Tensor.add)
+        # a C method binds to builtin_function_or_method, one of torch/_tensor.py's Python
+        # methods (``__len__``, ``__iter__``) to a bound ``method``: asked of Python
+        cls = getattr(self.tensor, "cls", None) or torch.Tensor
+        return bound_attribute_type(cls, self.name, _SAMPLE_TENSOR)
 
     def reconstruct(self, cg):
         return f"{cg.expr(self.tensor)}.{self.name}"
