@@ -266,3 +266,36 @@ def test_random_op_draws_eagers_numbers_under_aot_eager(name):
 @pytest.mark.parametrize("name", ["dropout2d", "rrelu", "sdpa_dropout", "bernoulli", "lstm"])
 def test_random_op_draws_eagers_numbers_under_inductor(name):
     _compare_with_eager(name, "inductor")
+
+
+def test_checkpointed_dropout_stays_compiled_and_exact():
+    """A random call inside a higher-order operator's body (activation checkpointing,
+    whose backward recomputes the body) is watched there too; its draws are eager's, so
+    the graph is compiled."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+
+    def body(x):
+        return F.dropout(lin(x), 0.5).relu()
+
+    def fn(x):
+        return checkpoint(body, x, use_reentrant=False).sum()
+
+    backend, counter = counted("aot_eager")
+    compiled = kiln.compile(fn, backend=backend, fullgraph=True)
+    for seed in (0, 1):
+        base = torch.randn(4, 8, generator=torch.Generator().manual_seed(seed))
+        results = []
+        for f in (fn, compiled):
+            x = base.clone().requires_grad_(True)
+            torch.manual_seed(seed)
+            out = f(x)
+            out.backward()
+            results.append((out.detach(), x.grad, torch.get_rng_state()))
+        (want, want_grad, want_rng), (got, got_grad, got_rng) = results
+        assert torch.equal(got_rng, want_rng)
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(got_grad, want_grad, rtol=1e-6, atol=1e-6)
+    assert kiln.metrics.graphs == 1 and counter.frame_count == 1

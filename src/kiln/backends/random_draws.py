@@ -25,6 +25,7 @@ with ``fallback_random``), so equal draws give eager's numbers.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 import torch.fx
@@ -37,7 +38,9 @@ _SEEDED = torch.Tag.nondeterministic_seeded
 
 class DrawWatchingFakeMode(FakeTensorMode):
     """A fake mode that notes the generator-consuming ATen ops dispatched to it while a
-    :meth:`watching` block is open (one list per block; blocks may nest)."""
+    :meth:`watching` block is open (one list per block; a nested block's draws are also
+    the enclosing block's: a call that records others, a higher-order operator's, draws
+    what they draw)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -50,6 +53,8 @@ class DrawWatchingFakeMode(FakeTensorMode):
         try:
             yield self._draws
         finally:
+            if outer is not None:
+                outer.extend(self._draws)
             self._draws = outer
 
     def dispatch(self, func, types, args=(), kwargs=None):
@@ -131,7 +136,9 @@ def _traced_draws(node: torch.fx.Node):
         return None
     args, kwargs = tree_map(lambda a: _fresh_input(mode, a), (node.args, node.kwargs))
     try:
-        with mode, mode.watching() as draws, enable_python_dispatcher():
+        # the call warned (if it does) when it was recorded; eager warns once
+        with mode, mode.watching() as draws, enable_python_dispatcher(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             if node.op == "call_method":
                 self_arg, *rest = args
                 getattr(self_arg, node.target)(*rest, **kwargs)
@@ -143,8 +150,9 @@ def _traced_draws(node: torch.fx.Node):
 
 
 def _watching_mode(node: torch.fx.Node) -> DrawWatchingFakeMode | None:
-    """The fake mode the call was recorded in (that of its result)."""
-    for value in tree_flatten(node.meta.get("example_value"))[0]:
+    """The fake mode the call was recorded in (that of its result or of an input)."""
+    inputs = [a.meta.get("example_value") for a in node.all_input_nodes]
+    for value in tree_flatten([node.meta.get("example_value"), inputs])[0]:
         mode = getattr(value, "fake_mode", None)
         if isinstance(mode, DrawWatchingFakeMode):
             return mode
