@@ -1,7 +1,7 @@
 """Which recorded calls draw random numbers, and whether a backend's trace draws the same.
 
 Found by watching, not by a list of names.  Every call Kiln records is run on fake
-tensors (``graph.GraphBuilder.call``) in a :class:`DrawWatchingFakeMode`, which notes
+tensors (``graph.GraphBuilder.call``) under a :class:`DrawWatcher`, which notes
 each ATen op reaching it that is tagged ``torch.Tag.nondeterministic_seeded`` (the tag
 ATen gives every op that consumes a generator: ``bernoulli_``, ``native_dropout``,
 ``rrelu_with_noise``, ``randperm``...).  That run follows eager's own path: the C++
@@ -36,16 +36,40 @@ from torch.utils._pytree import tree_flatten, tree_map
 _SEEDED = torch.Tag.nondeterministic_seeded
 
 
-class DrawWatchingFakeMode(FakeTensorMode):
-    """A fake mode that notes the generator-consuming ATen ops dispatched to it while a
+class DrawWatcher:
+    """Notes the generator-consuming ATen ops dispatched to one fake mode while a
     :meth:`watching` block is open (one list per block; a nested block's draws are also
     the enclosing block's: a call that records others, a higher-order operator's, draws
-    what they draw)."""
+    what they draw).
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    Installed on the mode instance (its ``dispatch``), not by subclassing: torch finds a
+    higher-order operator's fake rule by the mode's exact type."""
+
+    def __init__(self, mode: FakeTensorMode):
+        self.mode = mode
         self._draws = None
-        self._depth = 0     # ops the fake mode runs while dispatching one (a decomposition's) are not draws of their own
+        self._depth = 0     # ops the mode runs while dispatching one (a decomposition's) are not draws of their own
+        plain = mode.dispatch
+
+        def dispatch(func, types, args=(), kwargs=None):
+            self._depth += 1
+            try:
+                out = plain(func, types, args, kwargs)
+            finally:
+                self._depth -= 1
+            if self._draws is not None and self._depth == 0 and _SEEDED in getattr(func, "tags", ()) \
+                    and not _dropout_switched_off(func, args, kwargs):
+                self._draws.append(_size_drawn(out))
+            return out
+
+        mode.dispatch = dispatch
+        mode.kiln_draw_watcher = self
+
+    @staticmethod
+    def of(mode: FakeTensorMode) -> "DrawWatcher":
+        """The watcher of ``mode``, installed on first use."""
+        watcher = getattr(mode, "kiln_draw_watcher", None)
+        return watcher if isinstance(watcher, DrawWatcher) else DrawWatcher(mode)
 
     @contextlib.contextmanager
     def watching(self):
@@ -56,17 +80,6 @@ class DrawWatchingFakeMode(FakeTensorMode):
             if outer is not None:
                 outer.extend(self._draws)
             self._draws = outer
-
-    def dispatch(self, func, types, args=(), kwargs=None):
-        self._depth += 1
-        try:
-            out = super().dispatch(func, types, args, kwargs)
-        finally:
-            self._depth -= 1
-        if self._draws is not None and self._depth == 0 and _SEEDED in func.tags \
-                and not _dropout_switched_off(func, args, kwargs):
-            self._draws.append(_size_drawn(out))
-        return out
 
 
 def _dropout_switched_off(func, args, kwargs) -> bool:
@@ -131,13 +144,14 @@ def redrawn_by_trace(gm: torch.fx.GraphModule) -> torch.fx.Node | None:
 def _traced_draws(node: torch.fx.Node):
     """The draws of ``node`` run on fresh fakes like its inputs, with the Python dispatcher
     on; None when it cannot be run so (then it counts as drawing differently)."""
-    mode = _watching_mode(node)
-    if mode is None:
+    watcher = _watcher(node)
+    if watcher is None:
         return None
+    mode = watcher.mode
     args, kwargs = tree_map(lambda a: _fresh_input(mode, a), (node.args, node.kwargs))
     try:
         # the call warned (if it does) when it was recorded; eager warns once
-        with mode, mode.watching() as draws, enable_python_dispatcher(), warnings.catch_warnings():
+        with mode, watcher.watching() as draws, enable_python_dispatcher(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if node.op == "call_method":
                 self_arg, *rest = args
@@ -149,13 +163,13 @@ def _traced_draws(node: torch.fx.Node):
     return draws
 
 
-def _watching_mode(node: torch.fx.Node) -> DrawWatchingFakeMode | None:
-    """The fake mode the call was recorded in (that of its result or of an input)."""
+def _watcher(node: torch.fx.Node) -> DrawWatcher | None:
+    """The watcher of the fake mode the call was recorded in (that of its result or of an input)."""
     inputs = [a.meta.get("example_value") for a in node.all_input_nodes]
     for value in tree_flatten([node.meta.get("example_value"), inputs])[0]:
-        mode = getattr(value, "fake_mode", None)
-        if isinstance(mode, DrawWatchingFakeMode):
-            return mode
+        watcher = getattr(getattr(value, "fake_mode", None), "kiln_draw_watcher", None)
+        if isinstance(watcher, DrawWatcher):
+            return watcher
     return None
 
 

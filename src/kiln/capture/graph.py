@@ -26,12 +26,13 @@ from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     FakeTensor,
+    FakeTensorMode,
 )
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 from torch.utils._pytree import tree_map
 
 from ..exc import Unsupported
-from ..backends.random_draws import DrawWatchingFakeMode
+from ..backends.random_draws import DrawWatcher
 
 SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -67,8 +68,7 @@ class GraphBuilder:
         self.graph = torch.fx.Graph()
         # data-dependent sizes (nonzero, boolean masks, .item()) stay graph breaks: no unbacked symbols
         self.shape_env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
-        # notes the random draws of each call (random_draws.py)
-        self.fake_mode = DrawWatchingFakeMode(allow_non_fake_inputs=True, shape_env=self.shape_env)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=self.shape_env)
         self.placeholders: list[tuple[torch.fx.Node, Any]] = []  # (node, source)
         self.example_inputs: list = []    # real tensors; SymInts for symbolic int inputs
         self.symbolic_inputs: list[SymbolicInput] = []
@@ -236,7 +236,7 @@ class GraphBuilder:
         """Record one op and run it on fakes; returns (node, fake_result)."""
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         try:
-            with self.fake_mode, self.fake_mode.watching() as draws:
+            with self.fake_mode, DrawWatcher.of(self.fake_mode).watching() as draws:   # see random_draws.py
                 if kind == "call_method":
                     self_arg, *rest = fake_args
                     result = getattr(self_arg, target)(*rest, **fake_kwargs)
