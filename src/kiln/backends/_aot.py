@@ -32,6 +32,7 @@ from torch._guards import TracingContext, tracing
 from kiln.exc import BackendError
 
 from .backward_reach import NodeWatch, backwards_made_by, boxed, reach_aware
+from .random_draws import redrawn_by_trace
 
 #: Functions ``wrap(compiler, backend_name, which) -> compiler`` applied in order to the
 #: inner graph compilers AOTAutograd calls (``which`` is "forward" or "backward").  A
@@ -118,6 +119,7 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
     re-raised as :class:`kiln.exc.BackendError` naming the backend, chained from the
     original so nothing is lost.
     """
+    refuse_redrawing_graph(gm, backend_name)
     # imported on first use: AOTAutograd takes ~1.4 s to import, paid only by its backends
     from torch._functorch import config as functorch_config
     from torch._functorch.aot_autograd import aot_module_simplified  # (see above)
@@ -146,6 +148,19 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                                f"{type(e).__name__}: {first_line(e)}") from e
 
     return GradSpecialized(gm, example_inputs, compile_flat, backend_name)
+
+
+def refuse_redrawing_graph(gm: torch.fx.GraphModule, backend_name: str) -> None:
+    """A graph with a random call that AOTAutograd's trace would draw differently from
+    eager's kernel (``random_draws.redrawn_by_trace``) cannot be compiled exactly.  Kiln
+    runs such graphs op by op before asking an AOTAutograd backend; this catches a
+    backend reached another way (wrapped in a user's function), so that the failure
+    policy runs the graph eagerly instead of drawing other numbers."""
+    node = redrawn_by_trace(gm)
+    if node is not None:
+        raise BackendError(f"the {backend_name} backend would draw other random numbers than eager for "
+                           f"{node.format_node()}: AOTAutograd traces it through a Python decomposition "
+                           f"whose draws differ from eager's kernel")
 
 
 def _is_random(node) -> bool:

@@ -25,12 +25,13 @@ import torch.fx
 
 from kiln.exc import BackendError
 
-from ._aot import GradSpecialized, first_line, wrap_inner_compiler
+from ._aot import GradSpecialized, first_line, refuse_redrawing_graph, wrap_inner_compiler
 from .backward_reach import copy_graph
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
     """Compile ``gm`` with TorchInductor for the device its inputs are on."""
+    refuse_redrawing_graph(gm, "inductor")
     try:
         # imported on first use: inductor takes ~2 s to import, paid only by its users
         from torch._functorch import config as functorch_config

@@ -15,6 +15,7 @@ from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP, ShapeEnv
 
 from .. import trace
 from ..backends.policy import compile_graph
+from ..backends.random_draws import draws_random_numbers, redrawn_by_trace
 from ..config import config
 from ..exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
 from ..metrics import BreakRecord, metrics
@@ -22,7 +23,7 @@ from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import (InputSnapshot, RngSnapshot, draws_random_numbers, functional_backend, mutated_inputs,
+from .graph_errors import (InputSnapshot, RngSnapshot, functional_backend, mutated_inputs,
                            run_frame_as_python)
 from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
                             partial_backward_diverges, storage_key)
@@ -191,10 +192,12 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
         functional = functional_backend(compiler.backend)
-        if functional and (_backward_diverges(plan, needed) or _mutates_input_eagerly_only(live)):
+        if functional and (_backward_diverges(plan, needed) or _mutates_input_eagerly_only(live)
+                           or _redraws(gm)):
             # one autograd node would not give eager's backward from the break after the
-            # graph, or AOTAutograd would not apply an in-place change of an input as eager
-            # does (see both functions): the graph runs op by op, as eager does
+            # graph, AOTAutograd would not apply an in-place change of an input as eager
+            # does, or its trace would draw other random numbers (see the functions): the
+            # graph runs op by op, as eager does
             compiled, functional = gm.forward, False
         else:
             compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, functional)
@@ -341,6 +344,18 @@ def _mutates_input_eagerly_only(live: list) -> bool:
         if fakes[i].requires_grad and fakes[i].grad_fn is not None:
             return True
     return False
+
+
+def _redraws(gm) -> bool:
+    """AOTAutograd's trace of a random call in the graph (a composite op traced through a
+    Python decomposition) draws other random numbers than eager's kernel
+    (``random_draws.redrawn_by_trace``)."""
+    node = redrawn_by_trace(gm)
+    if node is None:
+        return False
+    trace.emit("op_by_op", reason=f"{node.format_node()} draws other random numbers when traced "
+                                  f"through AOTAutograd than eager's kernel")
+    return True
 
 
 def _backward_diverges(plan, needed: list) -> bool:

@@ -32,6 +32,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 from torch.utils._pytree import tree_map
 
 from ..exc import Unsupported
+from ..backends.random_draws import DrawWatcher
 
 SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -235,7 +236,7 @@ class GraphBuilder:
         """Record one op and run it on fakes; returns (node, fake_result)."""
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         try:
-            with self.fake_mode:
+            with self.fake_mode, DrawWatcher.of(self.fake_mode).watching() as draws:   # see random_draws.py
                 if kind == "call_method":
                     self_arg, *rest = fake_args
                     result = getattr(self_arg, target)(*rest, **fake_kwargs)
@@ -252,6 +253,7 @@ class GraphBuilder:
             raise Unsupported(f"{_target_name(target)} failed while Kiln propagated tensor metadata: "
                               f"{type(e).__name__}: {e}") from e
         node.meta["example_value"] = result
+        node.meta["kiln_draws"] = tuple(draws)   # eager's draws: see random_draws.py
         return node, result
 
     def getitem(self, node: torch.fx.Node, index: int, fake):

@@ -21,7 +21,6 @@ bug): the result is eager's and a ``BackendFallbackWarning`` says so, or with
 """
 from __future__ import annotations
 
-import functools
 import warnings
 
 import torch
@@ -52,69 +51,6 @@ def mutated_inputs(placeholders) -> set | None:
         if fake._version != before:
             out.add(node)
     return out
-
-
-def draws_random_numbers(gm: torch.fx.GraphModule) -> bool:
-    """Whether running ``gm`` (or a subgraph it calls) may advance a random generator."""
-    for module in gm.modules():
-        graph = getattr(module, "graph", None)
-        if not isinstance(graph, torch.fx.Graph):
-            continue
-        if any(is_random_op(node) for node in graph.nodes):
-            return True
-    return False
-
-
-def is_random_op(node: torch.fx.Node) -> bool:
-    """Whether ``node`` draws from a random generator."""
-    if node.op == "call_method":
-        return _random_name(node.target)
-    if node.op != "call_function":
-        return False
-    tags = getattr(node.target, "tags", None)
-    name = getattr(node.target, "__name__", "")
-    if _switched_off(node, name):
-        return False
-    if tags is not None and torch.Tag.nondeterministic_seeded in tags:
-        return True
-    return _random_name(name)
-
-
-_DROPOUT_SWITCHES = ((("training", "train"), 2, False), (("p",), 1, 0))
-# Random ops whose randomness a constant argument turns off (``F.dropout(x, p,
-# training=False)`` in an eval-mode model, attention with ``dropout_p=0.0``): for each,
-# (argument names, position, the value that turns it off).  Checked against the draws of
-# eager's kernels: no generator moves.
-_OFF_SWITCHES = {
-    **dict.fromkeys(("dropout", "alpha_dropout", "feature_alpha_dropout", "feature_dropout", "dropout1d",
-                     "dropout2d", "dropout3d"), _DROPOUT_SWITCHES),
-    "scaled_dot_product_attention": ((("dropout_p",), 4, 0),),
-}
-
-
-def _switched_off(node: torch.fx.Node, name: str) -> bool:
-    """Whether a constant argument of this call turns its randomness off."""
-    for names, position, off in _OFF_SWITCHES.get(name, ()):
-        given = [node.kwargs[n] for n in names if n in node.kwargs]
-        if not given and len(node.args) > position:
-            given = [node.args[position]]
-        if given and type(given[0]) in (bool, int, float) and given[0] == off:
-            return True
-    return False
-
-
-@functools.lru_cache(maxsize=None)
-def _random_name(name: str) -> bool:
-    """An ATen op of this name is tagged nondeterministic_seeded (``rand_like``,
-    ``dropout``, ``bernoulli_``...), or the name is of the dropout family
-    (``F.dropout2d`` has no ATen op of its own name)."""
-    if "dropout" in name:
-        return True
-    packet = getattr(torch.ops.aten, name, None) if name.isidentifier() else None
-    overloads = getattr(packet, "overloads", None)
-    if overloads is None:
-        return False
-    return any(torch.Tag.nondeterministic_seeded in getattr(packet, o).tags for o in overloads())
 
 
 class RngSnapshot:
