@@ -7,21 +7,109 @@ mutated, the glue writes its new contents back after the graph runs.
 from __future__ import annotations
 
 import collections
+import itertools
 import operator
 import types
+
+import torch
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const, raise_python
 
 
-def key_of(v: Value):
-    """The hashable Python object a Value stands for when used as a dict key / set item."""
+def key_of(v: Value, tx=None):
+    """The hashable Python object a Value stands for when used as a dict key / set item,
+    hashing and comparing as Python would: a constant is itself; a tuple is the tuple of
+    its items' keys; a value whose class defines ``__hash__`` or ``__eq__`` in Python is a
+    ``TracedKey`` (its ``__hash__`` traced now, its ``__eq__`` traced when the dict
+    compares it: ``tx`` is needed then); an unhashable one raises TypeError as Python
+    does; anything else hashes by identity (the real object, or the Value itself)."""
     if isinstance(v, ConstantValue):
         return v.value
+    t = v.python_type()
+    if isinstance(v, SequenceValue) and issubclass(t, tuple):
+        return tuple(key_of(item, tx) for item in v.items)
+    if isinstance(v, SetValue) and v.frozen:
+        return frozenset(v.items)
+    hash_fn = _class_entry(t, "__hash__")
+    if hash_fn is None:
+        raise_python(TypeError, f"unhashable type: '{t.__name__}'")
+    if not issubclass(t, torch.Tensor) and (isinstance(hash_fn, types.FunctionType)
+                                              or isinstance(_class_entry(t, "__eq__"), types.FunctionType)):
+        if tx is None:
+            raise Unsupported(f"a {t.__name__} key, whose __hash__ / __eq__ are Python code, where Kiln "
+                              f"does not trace them")
+        return TracedKey(v, tx, _traced_hash(tx, v, hash_fn))
     real = getattr(v, "real_object", None)
     if real is not None:
         return real()
     return _IdentityKey(v)
+
+
+_MISSING = object()
+
+
+def _class_entry(t: type, name: str):
+    """The raw class attribute ``name`` through ``t``'s MRO (``_MISSING`` when none)."""
+    for klass in t.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def _traced_hash(tx, v: Value, hash_fn) -> int:
+    """``hash(v)``: a ``__hash__`` written in Python is traced (it reads the object's
+    attributes through their guarded sources); a C one (``object.__hash__`` kept beside a
+    Python ``__eq__``) hashes the real object, or the Value's identity for one made in
+    the frame."""
+    if not isinstance(hash_fn, types.FunctionType):
+        real = getattr(v, "real_object", None)
+        return hash(real()) if real is not None else id(v)
+    dunder = getattr(v, "_dunder", None)
+    method = dunder(tx, "__hash__") if dunder is not None else v.getattr(tx, "__hash__")
+    result = method.call(tx, [], {})
+    if not result.is_constant():
+        raise Unsupported(f"{v.describe()}.__hash__() returned {result.describe()}, not a constant")
+    h = result.as_constant()
+    if not isinstance(h, int):
+        raise_python(TypeError, "__hash__ method should return an integer")
+    return hash(h)
+
+
+_KEY_SERIALS = itertools.count()
+
+
+class TracedKey:
+    """A dict key / set item whose class hashes and compares in Python: the dict calls
+    ``__eq__`` on a hash match (after its own identity check, as CPython's does), and
+    that traces the class's ``__eq__`` through ``tx.apply_operator`` (reflected operands
+    included); a comparison that is not a constant is a graph break.  The newer of two
+    keys' tracers runs it (the probe of a lookup is the newer)."""
+
+    def __init__(self, v: Value, tx, h: int):
+        self.v, self.tx, self.h = v, tx, h
+        self.serial = next(_KEY_SERIALS)
+
+    def __hash__(self):
+        return self.h
+
+    def __eq__(self, other):
+        if isinstance(other, TracedKey):
+            b, tx = other.v, other.tx if other.serial > self.serial else self.tx
+        else:
+            b, tx = key_value(other), self.tx
+        if self.v is b:
+            return True
+        return bool(tx.apply_operator(operator.eq, self.v, b).truth(tx))
+
+
+def key_value(k) -> Value:
+    """The Value a Python key made by ``key_of`` stands for."""
+    if isinstance(k, (TracedKey, _IdentityKey)):
+        return k.v
+    if type(k) is tuple:
+        return TupleValue([key_value(x) for x in k])
+    return const(k)
 
 
 class _IdentityKey:
@@ -34,7 +122,17 @@ class _IdentityKey:
         return id(self.v)
 
     def __eq__(self, other):
-        return isinstance(other, _IdentityKey) and other.v is self.v
+        if isinstance(other, _IdentityKey):
+            return other.v is self.v
+        return NotImplemented   # a TracedKey's __eq__ decides (reflected), as the user class would
+
+
+def set_items(tx, values) -> dict:
+    """A set's items from ``values`` in order: of equal ones the first stays, as in Python."""
+    items: dict = {}
+    for v in values:
+        items.setdefault(key_of(v, tx), v)
+    return items
 
 
 class SequenceValue(Value):
@@ -304,7 +402,7 @@ class DictValue(Value):
         return bool(self.items)
 
     def getitem(self, tx, key):
-        k = key_of(key)
+        k = key_of(key, tx)
         if k in self.items:
             return self.items[k]
         if self.default_factory is not None:
@@ -315,14 +413,14 @@ class DictValue(Value):
 
     def setitem(self, tx, key, value):
         tx.state.side_effects.mutated(self)
-        k = key_of(key)
+        k = key_of(key, tx)
+        if k not in self.items and not isinstance(key, ConstantValue):
+            self.key_values[k] = key      # an equal key already there stays, as in Python
         self.items[k] = value
-        if not isinstance(key, ConstantValue):
-            self.key_values[k] = key
 
     def delitem(self, tx, key):
         tx.state.side_effects.mutated(self)
-        k = key_of(key)
+        k = key_of(key, tx)
         if k not in self.items:
             raise_python(KeyError, k)
         del self.items[k]
@@ -335,7 +433,7 @@ class DictValue(Value):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name in ("get", "__contains__"):
-            k = key_of(args[0])
+            k = key_of(args[0], tx)
             if name == "__contains__":
                 return const(k in self.items)
             return self.items[k] if k in self.items else (args[1] if len(args) > 1 else const(None))
@@ -359,14 +457,14 @@ class DictValue(Value):
             return const(None)
         if name == "pop":
             se.mutated(self)
-            k = key_of(args[0])
+            k = key_of(args[0], tx)
             if k in self.items:
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
             raise_python(KeyError, k)
         if name == "setdefault":
-            k = key_of(args[0])
+            k = key_of(args[0], tx)
             if k not in self.items:
                 self.setitem(tx, args[0], args[1] if len(args) > 1 else const(None))
             return self.items[k]
@@ -379,6 +477,16 @@ class DictValue(Value):
         if name == "__len__":
             return const(len(self.items))
         raise Unsupported(f"dict.{name} is not supported")
+
+    def equals(self, tx, other) -> bool:
+        """``self == other`` as dict's ``==``: the same keys (looked up as the dict looks
+        them up) holding equal values (``is`` first); OrderedDicts also in the same order."""
+        if not isinstance(other, DictValue) or len(self.items) != len(other.items):
+            return False
+        if issubclass(self.cls, collections.OrderedDict) and issubclass(other.cls, collections.OrderedDict) \
+                and list(self.items) != list(other.items):
+            return False
+        return all(k in other.items and _equal(tx, v, other.items[k]) for k, v in self.items.items())
 
     def _literal(self, cg) -> str:
         parts = []
@@ -438,7 +546,7 @@ class DictViewValue(Value):
         """The set a keys / items view behaves as in ``&``, ``|``, ``-``, ``^``."""
         if self.kind == "values":
             raise_python(TypeError, "unsupported operand type(s) for set operation: 'dict_values'")
-        return SetValue({key_of(v): v for v in self.unpack(tx)})
+        return SetValue(set_items(tx, self.unpack(tx)))
 
     def getattr(self, tx, name):
         return BoundContainerMethod(self, name)
@@ -447,17 +555,17 @@ class DictViewValue(Value):
         if name == "__contains__":
             item = args[0]
             if self.kind == "keys":
-                return const(key_of(item) in self.d.items)
+                return const(key_of(item, tx) in self.d.items)
             if self.kind == "items":
                 pair = item.unpack(tx) if item.python_type() is tuple else []
                 k, v = pair if len(pair) == 2 else (None, None)
-                found = k is not None and key_of(k) in self.d.items
-                return const(found and _equal(tx, self.d.items[key_of(k)], v))
+                found = k is not None and key_of(k, tx) in self.d.items
+                return const(found and _equal(tx, self.d.items[key_of(k, tx)], v))
             return const(any(_equal(tx, v, item) for v in self.d.items.values()))
         if name == "__len__":
             return const(len(self.d.items))
         if name == "isdisjoint" and self.kind != "values":
-            return const(not set(self.as_set(tx).items) & {key_of(v) for v in args[0].unpack(tx)})
+            return const(not set(self.as_set(tx).items) & {key_of(v, tx) for v in args[0].unpack(tx)})
         raise Unsupported(f"dict_{self.kind}.{name} is not supported")
 
     def reconstruct(self, cg):
@@ -487,30 +595,34 @@ class SetValue(Value):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
-            return const(key_of(args[0]) in self.items)
+            return const(key_of(args[0], tx) in self.items)
         if name in ("add", "discard", "remove", "update", "clear", "__init__") and not self.frozen:
             tx.state.side_effects.mutated(self)
             if name == "__init__":       # set.__init__(iterable): starts again from the iterable
-                self.items = {key_of(v): v for a in args for v in a.unpack(tx)}
+                self.items = set_items(tx, [v for a in args for v in a.unpack(tx)])
             elif name == "add":
-                self.items.setdefault(key_of(args[0]), args[0])
+                self.items.setdefault(key_of(args[0], tx), args[0])
             elif name in ("discard", "remove"):
-                self.items.pop(key_of(args[0]), None)
+                self.items.pop(key_of(args[0], tx), None)
             elif name == "update":
                 for a in args:
                     for v in a.unpack(tx):
-                        self.items.setdefault(key_of(v), v)
+                        self.items.setdefault(key_of(v, tx), v)
             else:
                 self.items.clear()
             return const(None)
         if name in ("union", "intersection", "difference", "issubset", "issuperset"):
             mine = set(self.items)
-            other = set(key_of(v) for v in args[0].unpack(tx))
+            other = set(key_of(v, tx) for v in args[0].unpack(tx))
             if name in ("issubset", "issuperset"):
                 return const(getattr(mine, name)(other))
-            allv = {**self.items, **{key_of(v): v for v in args[0].unpack(tx)}}
+            allv = {**self.items, **{key_of(v, tx): v for v in args[0].unpack(tx)}}
             return SetValue({k: allv[k] for k in getattr(mine, name)(other)})
         raise Unsupported(f"set.{name} is not supported")
+
+    def equals(self, tx, other) -> bool:
+        """``self == other`` as set's ``==`` (a set equals a frozenset of the same items)."""
+        return isinstance(other, SetValue) and set(self.items) == set(other.items)
 
     def is_constant(self):
         return all(isinstance(k, (int, str, float, bool, type(None))) for k in self.items)

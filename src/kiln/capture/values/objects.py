@@ -343,6 +343,26 @@ class ClassValue(ObjectValue):
             tx.state.guards.add("const", source, f"not hasattr({{v}}, {name!r})",
                                 f"{source.describe()} has no attribute {name!r}")
 
+    def delattr(self, tx, name):
+        """``del Cls.name`` (``type.__delattr__``): the class's own entry, as the trace sees
+        it, must exist; later reads then find the base's (``traced_class_lookup``)."""
+        cls = self.obj
+        meta = type(cls)
+        meta_raw = lookup_class_attr(meta, name)[1]
+        if lookup_class_attr(meta, "__delattr__")[1] is not type.__dict__["__delattr__"] or \
+                (meta_raw is not None and _is_data_descriptor_type(type(meta_raw))):
+            return ObjectValue.delattr(self, tx, name)
+        pending = tx.state.side_effects.pending_attr(cls, name)
+        if pending is DELETED or (pending is None and name not in vars(cls)):
+            raise_python(AttributeError, f"type object {cls.__name__!r} has no attribute {name!r}")
+        real_entry = name in vars(cls)
+        tx.state.guards.add("keys", ConstSource(id(cls), cls), f"{name!r} {'in' if real_entry else 'not in'} {{v}}.__dict__",
+                            f"class {cls.__qualname__} {'has' if real_entry else 'has no'} attribute {name!r} of its own")
+        if real_entry:
+            tx.state.side_effects.store_attr(self, name, DELETED)
+        else:
+            tx.state.side_effects.drop_attr(cls, name)   # stored by the frame only: net, nothing happened
+
     def call(self, tx, args, kwargs):
         return tx.construct(self, args, kwargs)
 
