@@ -365,3 +365,46 @@ def make_class_dict_after_write():
 def test_class_dict_after_a_write_breaks():
     # C.__dict__ would show the class before the frame's write: a break, same answer
     compare(make_class_dict_after_write, "eager", graphs=1, fullgraph=False)
+
+
+def make_module_class_counter():
+    class Scaled(torch.nn.Module):
+        calls = 0
+        scale = 2.0
+
+        def forward(self, t):
+            type(self).calls += 1
+            return t * self.scale * self.calls
+
+    m = Scaled()
+
+    def fn(x):
+        Scaled.scale = Scaled.scale + 1
+        return m(x)
+    return fn, [Scaled]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_class_attributes_written_in_forward(backend):
+    compare(make_module_class_counter, backend, graphs=3)
+
+
+def make_custom_getattribute():
+    class Watched:
+        v = 1
+
+        def __getattribute__(self, name):
+            return object.__getattribute__(self, name)
+
+    o = Watched()
+
+    def fn(x):
+        Watched.v = Watched.v + 1
+        return x * o.v
+    return fn, [Watched]
+
+
+def test_custom_getattribute_after_a_class_write_breaks():
+    # the class's own __getattribute__ would run on the real class, which does not have
+    # the frame's write yet: a break, with eager's answer
+    compare(make_custom_getattribute, "eager", graphs=1, fullgraph=False)

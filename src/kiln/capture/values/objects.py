@@ -141,6 +141,9 @@ class ObjectValue(DunderProtocol, Value):
         obj, cls = self.obj, type(self.obj)
         if has_custom_getattribute(cls):
             # the class decides what attribute reads mean: ask it (guards read the same way)
+            if traced_class_lookup(tx, cls, name)[2]:
+                raise Unsupported(f"{self.describe()}.{name}: its class's __getattribute__ would read the class "
+                                  f"attribute the frame changed")
             try:
                 value = getattr(obj, name)
             except AttributeError:
