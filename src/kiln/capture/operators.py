@@ -6,7 +6,7 @@ import operator
 
 from ..exc import Unsupported
 from .values.base import ConstantValue, Value, const, raise_python
-from .values.containers import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of
+from .values.containers import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of, set_items
 from .values.new_objects import NewObjectValue
 from .values.objects import ObjectValue
 from .values.symbolic import SymNodeValue
@@ -164,8 +164,8 @@ def _sequence_op(tx, fn, a, b):
     if fn in (operator.or_, operator.and_, operator.sub, operator.xor) and \
             (isinstance(a, DictViewValue) or isinstance(b, DictViewValue)):
         # a keys / items view acts as a set and the result is a plain set, either side
-        a = a.as_set(tx) if isinstance(a, DictViewValue) else SetValue({key_of(v): v for v in a.unpack(tx)})
-        b = b.as_set(tx) if isinstance(b, DictViewValue) else SetValue({key_of(v): v for v in b.unpack(tx)})
+        a = a.as_set(tx) if isinstance(a, DictViewValue) else SetValue(set_items(tx, a.unpack(tx)))
+        b = b.as_set(tx) if isinstance(b, DictViewValue) else SetValue(set_items(tx, b.unpack(tx)))
     if fn in (operator.or_, operator.and_, operator.sub, operator.xor) and isinstance(a, SetValue) \
             and isinstance(b, SetValue):
         keys = fn(set(a.items), set(b.items))
@@ -219,6 +219,9 @@ def compare(tx, fn, a: Value, b: Value) -> Value:
                 return const(fn is operator.ne)
             results = [compare(tx, operator.eq, x, y) for x, y in zip(a.items, b.items)]
             same = all(r.as_constant() for r in results)
+            return const(same if fn is operator.eq else not same)
+        if isinstance(a, (SetValue, DictValue)) and isinstance(b, (SetValue, DictValue)):
+            same = a.equals(tx, b)   # keys compared as the dict / set compares them (user __eq__ traced)
             return const(same if fn is operator.eq else not same)
         if a.is_constant() and b.is_constant():
             return _fold(fn, a, b)
@@ -287,6 +290,8 @@ def contains(tx, container: Value, item: Value) -> bool:
     if isinstance(container, TensorValue):
         raise Unsupported("`in` on a tensor depends on its data")
     if isinstance(container, ConstantValue):
+        if isinstance(container.value, (set, frozenset, dict)):
+            return key_of(item, tx) in container.value   # hashed as Python would (a user __hash__ traced)
         return item.as_constant() in container.value
     result = container.call_method(tx, "__contains__", [item], {})
     return bool(result.as_constant())

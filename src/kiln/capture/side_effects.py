@@ -36,6 +36,12 @@ class SideEffects:
             raise Unsupported(f"setting {name!r} of {obj_value.describe()} after changing its __dict__ directly")
         self.attr_writes[(id(obj), name)] = (obj_value, name, value)
 
+    def drop_attr(self, obj, name: str):
+        """Forget the pending write of ``obj.name`` (an attribute the trace added, then
+        deleted: there is nothing to replay)."""
+        self._check_allowed(f"attribute {name!r}")
+        self.attr_writes.pop((id(obj), name), None)
+
     def dict_mutated_as_container(self, obj) -> bool:
         """Whether ``obj.__dict__`` itself was changed through a dict Value (``vars(o)[k] = v``):
         attribute reads and writes of ``obj`` would not see those changes, and the replay

@@ -7,7 +7,7 @@ from ...exc import Unsupported
 from ..instructions import BINARY_OP_SYMBOLS
 from ..operators import BINARY_OPS, COMPARE_OPS, INPLACE_OPS, binary, compare, contains, identical, inplace, unary
 from ..values.base import ConstantValue, const
-from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of, set_items
 
 
 def binary_op(tx, ins):
@@ -59,22 +59,22 @@ def build_list(tx, ins):
 
 def build_set(tx, ins):
     items = tx.popn(ins.arg)
-    tx.push(SetValue({key_of(v): v for v in items}))
+    tx.push(SetValue(set_items(tx, items)))
 
 
 def build_map(tx, ins):
     flat = tx.popn(2 * ins.arg)
     d = DictValue({})
     for k, v in zip(flat[::2], flat[1::2]):
-        _put(d, k, v)
+        _put(tx, d, k, v)
     tx.push(d)
 
 
-def _put(d: DictValue, k, v):
-    key = key_of(k)
+def _put(tx, d: DictValue, k, v):
+    key = key_of(k, tx)
+    if key not in d.items and not isinstance(k, ConstantValue):
+        d.key_values[key] = k         # of equal keys the first stays, as in Python
     d.items[key] = v
-    if not isinstance(k, ConstantValue):
-        d.key_values[key] = k
 
 
 def build_const_key_map(tx, ins):
@@ -103,13 +103,13 @@ def list_append(tx, ins):
 
 def set_add(tx, ins):
     v = tx.pop()
-    tx.stack[-ins.arg].items.setdefault(key_of(v), v)
+    tx.stack[-ins.arg].items.setdefault(key_of(v, tx), v)
 
 
 def map_add(tx, ins):
     v = tx.pop()
     k = tx.pop()
-    _put(tx.stack[-ins.arg], k, v)
+    _put(tx, tx.stack[-ins.arg], k, v)
 
 
 def list_extend(tx, ins):
@@ -121,7 +121,7 @@ def set_update(tx, ins):
     seq = tx.pop()
     target = tx.stack[-ins.arg]
     for v in seq.unpack(tx):
-        target.items.setdefault(key_of(v), v)
+        target.items.setdefault(key_of(v, tx), v)
 
 
 def dict_update(tx, ins):

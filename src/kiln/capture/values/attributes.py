@@ -8,6 +8,7 @@ what Kiln reads is what eager would read.
 """
 from __future__ import annotations
 
+import sys
 import types
 
 import torch
@@ -40,8 +41,91 @@ def lookup_class_attr(cls: type, name: str):
     return type_lookup(cls, name)
 
 
+def traced_class_lookup(tx, cls: type, name: str):
+    """(owner, raw, changed): Python's MRO walk for ``name`` over the class dicts as the
+    trace sees them, each class's real ``__dict__`` overlaid with the trace's own writes
+    (``Cls.x = v``, ``type(self).x += 1``, ``setattr(Cls, ...)``; a pending ``del`` hides
+    the entry).  ``raw`` is the stored Value when a write of the trace holds the answer;
+    ``changed`` says a write of the trace decided the walk, so what the real classes say
+    now is not what the frame sees (``guard_class_walk`` then guards class by class)."""
+    se = tx.state.side_effects
+    changed = False
+    for klass in cls.__mro__:
+        pending = se.pending_attr(klass, name)
+        if pending is DELETED:
+            changed = True
+            continue
+        if pending is not None:
+            return klass, pending, True
+        if name in klass.__dict__:
+            return klass, klass.__dict__[name], changed
+    return None, None, changed
+
+
+def class_is_trusted(cls: type) -> bool:
+    """Classes of trusted modules (torch.Tensor, collections.OrderedDict): their
+    attributes are fixed, as a trusted module's are, so reads of them are not guarded."""
+    mod = sys.modules.get(getattr(cls, "__module__", None) or "")
+    return mod is not None and is_trusted_module(mod)
+
+
+def guard_class_walk(tx, cls: type, owner, name: str):
+    """After a walk that the trace's writes decided: the classes before ``owner`` (all
+    of the MRO when nothing was found) that the real dicts decided must still lack
+    ``name`` at entry, and a real entry found at ``owner`` must still be the one read."""
+    se = tx.state.side_effects
+    for klass in cls.__mro__:
+        if klass is owner:
+            break
+        if se.pending_attr(klass, name) is None and not class_is_trusted(klass):
+            tx.state.guards.add("keys", ConstSource(id(klass), klass), f"{name!r} not in {{v}}.__dict__",
+                                f"class {klass.__qualname__} has no attribute {name!r} of its own")
+
+
+def class_attr_source(cls: type, name: str):
+    """Where ``cls.name`` is read again at entry when the class has no source of its own
+    (``type(self)``, ``self.__class__``, the class of an object made in the frame): the
+    class itself, which Kiln holds.  None for trusted classes (not guarded)."""
+    return None if class_is_trusted(cls) else AttrSource(ConstSource(id(cls), cls), name)
+
+
+def owner_entry_source(owner: type, name: str):
+    """``owner.__dict__[name]``: one class's own entry, independent of the rest of the MRO."""
+    return ItemSource(AttrSource(ConstSource(id(owner), owner), "__dict__"), name)
+
+
+def _binds(t: type) -> bool:
+    return lookup_class_attr(t, "__get__")[1] is not None
+
+
+def bind_stored_attr(tx, stored: Value, self_value: Value, name: str):
+    """What ``obj.name`` gives when the trace itself stored ``stored`` on the class: a
+    function binds to ``obj``; an object without ``__get__`` is itself; anything else
+    that binds (a descriptor made in the frame) is not modelled."""
+    t = stored.python_type()
+    if t is types.FunctionType:
+        return BoundMethodValue(stored, self_value)
+    if not _binds(t):
+        return stored
+    raise Unsupported(f"{name!r} was set on the class in the frame to a {t.__name__}, which binds as a "
+                      f"descriptor (not modelled)")
+
+
+def stored_on_class(tx, stored: Value, name: str):
+    """``Cls.name`` when the trace stored ``stored`` on the class: functions and plain
+    objects are themselves; other descriptors are not modelled."""
+    t = stored.python_type()
+    if t is types.FunctionType or not _binds(t):
+        return stored
+    raise Unsupported(f"{name!r} was set on the class in the frame to a {t.__name__}, which binds as a "
+                      f"descriptor (not modelled)")
+
+
 def bind_class_attr(tx, owner: type, raw, self_value: Value, name: str):
-    """What ``obj.name`` gives when ``name`` is found on the class as ``raw``."""
+    """What ``obj.name`` gives when ``name`` is found on the class as ``raw`` (a Value:
+    stored there by the trace itself)."""
+    if isinstance(raw, Value):
+        return bind_stored_attr(tx, raw, self_value, name)
     raw_src = ItemSource(AttrSource(ConstSource(id(owner), owner), "__dict__"), name)
     if isinstance(raw, types.FunctionType):
         # inlined as the method it is (even a torch class's), and the entry checks that the

@@ -224,7 +224,7 @@ def _wrap_dict(tx, obj: dict, source) -> Value:
             src = DictValuesSource(source, i) if source is not None else None
             kv = wrap(tx, k, DictKeysSource(source, i) if source is not None else None)
             # keyed as lookups will key it: a tensor key by its Value's identity
-            k = key_of(kv)
+            k = key_of(kv, tx)
             key_values[k] = kv
         items[k] = wrap(tx, val, src)
     factory = None

@@ -17,7 +17,7 @@ import torch
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const, raise_python, type_lookup
-from .containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from .containers import DictValue, ListValue, SetValue, SliceValue, TracedKey, TupleValue, key_of, set_items
 from .deques import DEQUES
 from .introspection import INTROSPECTION, real_classes
 from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
@@ -200,15 +200,13 @@ def _dict(tx, args, kwargs):
         else:
             for pair in _iter_items(tx, src):
                 k, v = pair.unpack(tx)
-                d.items[key_of(k)] = v
-                if not isinstance(k, ConstantValue):
-                    d.key_values[key_of(k)] = k
+                d.setitem(tx, k, v)
     d.items.update(kwargs)
     return d
 
 
 def _set(tx, args, kwargs):
-    return SetValue({key_of(v): v for v in _iter_items(tx, args[0])} if args else {})
+    return SetValue(set_items(tx, _iter_items(tx, args[0])) if args else {})
 
 
 def _frozenset(tx, args, kwargs):
@@ -293,6 +291,17 @@ def _numeric(cls):
 
 def _bool(tx, args, kwargs):
     return const(args[0].truth(tx)) if args else const(False)
+
+
+def _hash(tx, args, kwargs):
+    """``hash(v)``: a class's own ``__hash__`` written in Python is traced (``key_of``);
+    anything else must be a constant (an identity hash is a fact of the run)."""
+    if len(args) == 1 and not kwargs and not isinstance(args[0], ConstantValue):
+        key = key_of(args[0], tx)
+        if isinstance(key, TracedKey):
+            return const(hash(key))
+    return _fold(hash)(tx, args, kwargs)
+
 
 
 def _map(tx, args, kwargs):
@@ -429,7 +438,7 @@ BUILTINS: dict = {
     _b.map: _map, _b.filter: _filter, _b.sorted: _sorted, _b.print: _print, _b.super: _super,
     _b.slice: _slice, _b.round: _round, _b.pow: _pow, _b.divmod: _divmod,
     _b.repr: _fold(repr), _b.format: _fold(format), _b.ord: _fold(ord), _b.chr: _fold(chr),
-    _b.hash: _fold(hash), _b.complex: _fold(complex), object.__new__: _object_new,
+    _b.hash: _hash, _b.complex: _fold(complex), object.__new__: _object_new,
     operator.getitem: _getitem, operator.setitem: _setitem, operator.is_: _operator(operator.is_),
     operator.contains: _operator(operator.contains), operator.truth: _truth, operator.not_: _not,
     operator.index: _fold(operator.index),
@@ -451,9 +460,7 @@ def _fromkeys(cls):
         value = args[1] if len(args) > 1 else const(None)
         d = DictValue({}, cls=cls)
         for k in _iter_items(tx, args[0]):
-            d.items[key_of(k)] = value
-            if not isinstance(k, ConstantValue):
-                d.key_values[key_of(k)] = k
+            d.setitem(tx, k, value)
         return d
     return handler
 

@@ -12,36 +12,7 @@ import types
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, builtin_instance_attr, const, raise_python
-
-
-def key_of(v: Value):
-    """The hashable Python object a Value stands for when used as a dict key / set item."""
-    if isinstance(v, ConstantValue):
-        return v.value
-    if isinstance(v, TupleValue) and v.is_constant():
-        key = v.as_constant()    # a tuple of constants is equal to every other one like it
-        try:
-            hash(key)
-            return key
-        except TypeError:        # holds a slice or a Size of symbols: by identity, as before
-            pass
-    real = getattr(v, "real_object", None)
-    if real is not None:
-        return real()
-    return _IdentityKey(v)
-
-
-class _IdentityKey:
-    """Hashes a symbolic value by identity (e.g. a tensor used as a dict key)."""
-
-    def __init__(self, v):
-        self.v = v
-
-    def __hash__(self):
-        return id(self.v)
-
-    def __eq__(self, other):
-        return isinstance(other, _IdentityKey) and other.v is self.v
+from .keys import TracedKey, key_of, set_items  # noqa: F401  (re-exported: containers' users key by them)
 
 
 class SequenceValue(Value):
@@ -299,7 +270,9 @@ class DictValue(Value):
         return self.cls
 
     def python_value(self, tx=None):
-        return {k: i.python_value(tx) for k, i in self.items.items()}
+        # keys made in the frame (user objects, tensors) as the objects they stand for
+        return {(self.key_values[k].python_value(tx) if k in self.key_values else k): i.python_value(tx)
+                for k, i in self.items.items()}
 
     def describe(self):
         return f"{self.cls.__name__}({list(self.items)!r})"
@@ -320,7 +293,7 @@ class DictValue(Value):
         return bool(self.items)
 
     def getitem(self, tx, key):
-        k = key_of(key)
+        k = key_of(key, tx)
         if k in self.items:
             return self.items[k]
         if self.default_factory is not None:
@@ -331,14 +304,14 @@ class DictValue(Value):
 
     def setitem(self, tx, key, value):
         tx.state.side_effects.mutated(self)
-        k = key_of(key)
+        k = key_of(key, tx)
+        if k not in self.items and not isinstance(key, ConstantValue):
+            self.key_values[k] = key      # an equal key already there stays, as in Python
         self.items[k] = value
-        if not isinstance(key, ConstantValue):
-            self.key_values[k] = key
 
     def delitem(self, tx, key):
         tx.state.side_effects.mutated(self)
-        k = key_of(key)
+        k = key_of(key, tx)
         if k not in self.items:
             raise_python(KeyError, k)
         del self.items[k]
@@ -353,7 +326,7 @@ class DictValue(Value):
         if name == "__getitem__":
             return self.getitem(tx, args[0])
         if name in ("get", "__contains__"):
-            k = key_of(args[0])
+            k = key_of(args[0], tx)
             if name == "__contains__":
                 return const(k in self.items)
             return self.items[k] if k in self.items else (args[1] if len(args) > 1 else const(None))
@@ -379,14 +352,14 @@ class DictValue(Value):
             if not 1 <= len(args) <= 2:
                 raise_python(TypeError, f"pop expected at least 1 argument, got {len(args)}")
             se.mutated(self)
-            k = key_of(args[0])
+            k = key_of(args[0], tx)
             if k in self.items:
                 return self.items.pop(k)
             if len(args) > 1:
                 return args[1]
             raise_python(KeyError, k)
         if name == "setdefault":
-            k = key_of(args[0])
+            k = key_of(args[0], tx)
             if k not in self.items:
                 self.setitem(tx, args[0], args[1] if len(args) > 1 else const(None))
             return self.items[k]
@@ -399,6 +372,16 @@ class DictValue(Value):
         if name == "__len__":
             return const(len(self.items))
         raise Unsupported(f"dict.{name} is not supported")
+
+    def equals(self, tx, other) -> bool:
+        """``self == other`` as dict's ``==``: the same keys (looked up as the dict looks
+        them up) holding equal values (``is`` first); OrderedDicts also in the same order."""
+        if not isinstance(other, DictValue) or len(self.items) != len(other.items):
+            return False
+        if issubclass(self.cls, collections.OrderedDict) and issubclass(other.cls, collections.OrderedDict) \
+                and list(self.items) != list(other.items):
+            return False
+        return all(k in other.items and _equal(tx, v, other.items[k]) for k, v in self.items.items())
 
     def _literal(self, cg) -> str:
         parts = []
@@ -458,7 +441,7 @@ class DictViewValue(Value):
         """The set a keys / items view behaves as in ``&``, ``|``, ``-``, ``^``."""
         if self.kind == "values":
             raise_python(TypeError, "unsupported operand type(s) for set operation: 'dict_values'")
-        return SetValue({key_of(v): v for v in self.unpack(tx)})
+        return SetValue(set_items(tx, self.unpack(tx)))
 
     def getattr(self, tx, name):
         return type_attribute(tx, self, name)
@@ -467,17 +450,17 @@ class DictViewValue(Value):
         if name == "__contains__":
             item = args[0]
             if self.kind == "keys":
-                return const(key_of(item) in self.d.items)
+                return const(key_of(item, tx) in self.d.items)
             if self.kind == "items":
                 pair = item.unpack(tx) if item.python_type() is tuple else []
                 k, v = pair if len(pair) == 2 else (None, None)
-                found = k is not None and key_of(k) in self.d.items
-                return const(found and _equal(tx, self.d.items[key_of(k)], v))
+                found = k is not None and key_of(k, tx) in self.d.items
+                return const(found and _equal(tx, self.d.items[key_of(k, tx)], v))
             return const(any(_equal(tx, v, item) for v in self.d.items.values()))
         if name == "__len__":
             return const(len(self.d.items))
         if name == "isdisjoint" and self.kind != "values":
-            return const(not set(self.as_set(tx).items) & {key_of(v) for v in args[0].unpack(tx)})
+            return const(not set(self.as_set(tx).items) & {key_of(v, tx) for v in args[0].unpack(tx)})
         raise Unsupported(f"dict_{self.kind}.{name} is not supported")
 
     def reconstruct(self, cg):
@@ -507,33 +490,37 @@ class SetValue(Value):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__contains__":
-            return const(key_of(args[0]) in self.items)
+            return const(key_of(args[0], tx) in self.items)
         if name in ("add", "discard", "remove", "update", "clear", "__init__") and not self.frozen:
             tx.state.side_effects.mutated(self)
             if name == "__init__":       # set.__init__(iterable): starts again from the iterable
-                self.items = {key_of(v): v for a in args for v in a.unpack(tx)}
+                self.items = set_items(tx, [v for a in args for v in a.unpack(tx)])
             elif name == "add":
-                self.items.setdefault(key_of(args[0]), args[0])
-            elif name == "remove" and key_of(args[0]) not in self.items:
-                raise_python(KeyError, key_of(args[0]))
+                self.items.setdefault(key_of(args[0], tx), args[0])
+            elif name == "remove" and key_of(args[0], tx) not in self.items:
+                raise_python(KeyError, key_of(args[0], tx))
             elif name in ("discard", "remove"):
-                self.items.pop(key_of(args[0]), None)
+                self.items.pop(key_of(args[0], tx), None)
             elif name == "update":
                 for a in args:
                     for v in a.unpack(tx):
-                        self.items.setdefault(key_of(v), v)
+                        self.items.setdefault(key_of(v, tx), v)
             else:
                 self.items.clear()
             return const(None)
         if name in ("union", "intersection", "difference", "issubset", "issuperset"):
             mine = set(self.items)
-            other = set(key_of(v) for v in args[0].unpack(tx))
+            other = set(key_of(v, tx) for v in args[0].unpack(tx))
             if name in ("issubset", "issuperset"):
                 return const(getattr(mine, name)(other))
-            allv = {**self.items, **{key_of(v): v for v in args[0].unpack(tx)}}
+            allv = {**self.items, **{key_of(v, tx): v for v in args[0].unpack(tx)}}
             # the receiver's type: a frozenset's union is a frozenset
             return SetValue({k: allv[k] for k in getattr(mine, name)(other)}, frozen=self.frozen)
         raise Unsupported(f"set.{name} is not supported")
+
+    def equals(self, tx, other) -> bool:
+        """``self == other`` as set's ``==`` (a set equals a frozenset of the same items)."""
+        return isinstance(other, SetValue) and set(self.items) == set(other.items)
 
     def is_constant(self):
         return all(isinstance(k, (int, str, float, bool, type(None))) for k in self.items)

@@ -9,8 +9,9 @@ import types
 import torch
 
 from ...exc import Unsupported
-from .attributes import (attribute_store_modelled, bind_class_attr, custom_setattr, has_custom_getattribute,
-                         lookup_class_attr)
+from .attributes import (attribute_store_modelled, bind_class_attr, class_attr_source, custom_setattr,
+                         guard_class_walk, has_custom_getattribute, lookup_class_attr, owner_entry_source,
+                         traced_class_lookup)
 from .base import AttributeMissing, Value, const, raise_python
 from .containers import BoundContainerMethod, DictValue
 from .functions import BoundMethodValue
@@ -40,7 +41,10 @@ class NewObjectValue(DunderProtocol, Value):
             return tx.wrap(self.cls, None)
         if name == "__dict__" and self.cls.__dictoffset__ != 0:
             return DictValue(self.attrs)
-        owner, raw = lookup_class_attr(self.cls, name)
+        # the class's MRO as the trace sees it: a class attribute the frame wrote is read back
+        owner, raw, changed = traced_class_lookup(tx, self.cls, name)
+        if changed:
+            guard_class_walk(tx, self.cls, owner, name)
         if isinstance(raw, types.MemberDescriptorType):
             raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")   # an unset slot
         if raw is not None:
@@ -52,7 +56,13 @@ class NewObjectValue(DunderProtocol, Value):
                 # a descriptor written in Python (torch.distributions' lazy_property):
                 # its __get__ runs for this instance, traced like any method
                 return tx.wrap(get, None).call(tx, [tx.wrap(raw, None), self, tx.wrap(self.cls, None)], {})
-            return tx.wrap(getattr(self.cls, name), None)
+            if changed:
+                if get is not None:
+                    raise Unsupported(f"{self.describe()}.{name}: a descriptor behind a class attribute the frame "
+                                      f"changed")
+                return tx.wrap(raw, owner_entry_source(owner, name))
+            # guarded through the class: the class attribute changed between calls recompiles
+            return tx.wrap(getattr(self.cls, name), class_attr_source(self.cls, name) if get is None else None)
         owner, fallback = lookup_class_attr(self.cls, "__getattr__")
         if fallback is not None:
             # what Python calls when the lookup fails: traced (it may raise AttributeError)

@@ -17,8 +17,9 @@ import torch
 
 from ...exc import Unsupported
 from .attributes import (DELETED, GENERIC_SETATTRS, CMethodValue, attr_source, attribute_store_modelled,
-                         bind_class_attr, callable_name, custom_setattr, has_custom_getattribute, is_trusted_module,
-                         lookup_class_attr, pending_write)
+                         bind_class_attr, callable_name, class_attr_source, class_is_trusted, custom_setattr, guard_class_walk,
+                         has_custom_getattribute, is_trusted_module, lookup_class_attr, owner_entry_source,
+                         pending_write, stored_on_class, traced_class_lookup)
 from .base import AttributeMissing, TracedException, Value, const, raise_python
 from .containers import BoundContainerMethod, ListValue
 from .functions import BoundMethodValue, UserFunctionValue
@@ -31,7 +32,9 @@ class DunderProtocol:
     own dunder methods, for objects whose class is Python code."""
 
     def _dunder(self, tx, name):
-        owner, raw = lookup_class_attr(self.python_type(), name)
+        owner, raw, changed = traced_class_lookup(tx, self.python_type(), name)
+        if changed:
+            guard_class_walk(tx, self.python_type(), owner, name)
         if raw is None:
             return None
         return bind_class_attr(tx, owner, raw, self, name)
@@ -138,6 +141,9 @@ class ObjectValue(DunderProtocol, Value):
         obj, cls = self.obj, type(self.obj)
         if has_custom_getattribute(cls):
             # the class decides what attribute reads mean: ask it (guards read the same way)
+            if traced_class_lookup(tx, cls, name)[2]:
+                raise Unsupported(f"{self.describe()}.{name}: its class's __getattribute__ would read the class "
+                                  f"attribute the frame changed")
             try:
                 value = getattr(obj, name)
             except AttributeError:
@@ -149,13 +155,23 @@ class ObjectValue(DunderProtocol, Value):
         return self.generic_getattr(tx, name)
 
     def generic_getattr(self, tx, name):
-        """``object.__getattribute__``: Python's lookup, ignoring a class's own override."""
+        """``object.__getattribute__``: Python's lookup, ignoring a class's own override.
+        The class part walks the MRO as the trace sees it (``traced_class_lookup``): a
+        class attribute the frame wrote (on the class or a base) is read back, not the
+        real class's value from before the frame."""
         obj, cls = self.obj, type(self.obj)
-        owner, raw = lookup_class_attr(cls, name)
-        is_data_descr = raw is not None and (hasattr(type(raw), "__set__") or hasattr(type(raw), "__delete__"))
+        owner, raw, changed = traced_class_lookup(tx, cls, name)
+        stored = isinstance(raw, Value)
+        if stored and _is_data_descriptor_type(raw.python_type()):
+            raise Unsupported(f"{name!r} was set on class {cls.__qualname__} in the frame to a data descriptor")
+        is_data_descr = raw is not None and not stored and _is_data_descriptor_type(type(raw))
         if is_data_descr:
             if isinstance(raw, property):
+                if changed:
+                    guard_class_walk(tx, cls, owner, name)
                 return bind_class_attr(tx, owner, raw, self, name)
+            if changed:
+                raise Unsupported(f"{self.describe()}.{name}: a descriptor behind a class attribute the frame changed")
             return tx.wrap(getattr(obj, name), attr_source(self.source, name))
         d = getattr(obj, "__dict__", None)
         if d is not None and name in d:
@@ -163,24 +179,37 @@ class ObjectValue(DunderProtocol, Value):
         found = self._extra_attr(tx, name)
         if found is not None:
             return found
+        if d is not None and self.source is not None and (raw is not None or changed):
+            # found on the class: an instance attribute set later (a monkeypatched
+            # forward) would shadow it, so the entry checks there is none
+            tx.state.guards.add("keys", self.source, f"{name!r} not in {{v}}.__dict__",
+                                f"{self.source.describe()} has no instance attribute {name!r}")
+        if changed:
+            guard_class_walk(tx, cls, owner, name)
         if raw is not None:
-            if d is not None and self.source is not None:
-                # found on the class: an instance attribute set later (a monkeypatched
-                # forward) would shadow it, so the entry checks there is none
-                tx.state.guards.add("keys", self.source, f"{name!r} not in {{v}}.__dict__",
-                                    f"{self.source.describe()} has no instance attribute {name!r}")
             bound = bind_class_attr(tx, owner, raw, self, name)
             if bound is not None:
                 return bound
-            return tx.wrap(getattr(obj, name), attr_source(self.source, name))
+            if changed:
+                if _binds_type(type(raw)):
+                    raise Unsupported(f"{self.describe()}.{name}: a descriptor behind a class attribute the "
+                                      f"frame changed")
+                return tx.wrap(raw, owner_entry_source(owner, name))
+            source = attr_source(self.source, name)
+            if source is None and not _binds_type(type(raw)):
+                source = class_attr_source(cls, name)   # read again from the class itself
+            return tx.wrap(getattr(obj, name), source)
         if lookup_class_attr(cls, "__getattr__")[1] is not None and not isinstance(obj, torch.nn.Module):
+            if changed:
+                raise Unsupported(f"{self.describe()}.{name}: __getattr__ after the frame deleted the class attribute")
             try:
                 value = getattr(obj, name)
             except AttributeError:
                 self._guard_missing(tx, name)
                 raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
             return tx.wrap(value, attr_source(self.source, name))
-        self._guard_missing(tx, name)
+        if not changed:
+            self._guard_missing(tx, name)
         raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
 
     def _extra_attr(self, tx, name):
@@ -235,6 +264,14 @@ class ObjectValue(DunderProtocol, Value):
         return cg.ref(self.obj)
 
 
+def _is_data_descriptor_type(t: type) -> bool:
+    return lookup_class_attr(t, "__set__")[1] is not None or lookup_class_attr(t, "__delete__")[1] is not None
+
+
+def _binds_type(t: type) -> bool:
+    return lookup_class_attr(t, "__get__")[1] is not None
+
+
 def _same(tx, a, b) -> bool:
     return bool(tx.apply_operator(operator.eq, a, b).as_constant())
 
@@ -252,13 +289,29 @@ class ClassValue(ObjectValue):
         return f"class {self.obj.__qualname__}"
 
     def getattr(self, tx, name):
-        pending = pending_write(tx, self, name)
-        if pending is not None:
-            return pending
+        """``type.__getattribute__``: the metaclass's data descriptors (``__name__``,
+        ``__dict__``) first, then the class's MRO as the trace sees it (its own writes
+        to this class or a base read back, a ``del`` uncovering the base's entry), then
+        the real lookup.  A read from the real class is guarded through the class
+        (``Cls.name`` again at entry) even when the class itself came without a source
+        (``type(self)``, ``self.__class__``)."""
         cls = self.obj
+        se = tx.state.side_effects
         if name == "__subclasses__" and type(cls) in (type, abc.ABCMeta):
             return SubclassesValue(self)
-        owner, raw = lookup_class_attr(cls, name)
+        if name == "__dict__" and se.has_pending_attrs(cls):
+            raise Unsupported(f"{self.describe()}.__dict__ after the frame changed the class's attributes")
+        meta_raw = lookup_class_attr(type(cls), name)[1]
+        if meta_raw is not None and _is_data_descriptor_type(type(meta_raw)):
+            pending = pending_write(tx, self, name)
+            if pending is not None:
+                return pending
+            return tx.wrap(getattr(cls, name), attr_source(self.source, name) or class_attr_source(cls, name))
+        owner, raw, changed = traced_class_lookup(tx, cls, name)
+        if changed:
+            guard_class_walk(tx, cls, owner, name)
+        if isinstance(raw, Value):
+            return stored_on_class(tx, raw, name)
         if isinstance(raw, classmethod):
             return BoundMethodValue(tx.wrap(raw.__func__, None), self)
         if isinstance(raw, staticmethod):
@@ -267,12 +320,51 @@ class ClassValue(ObjectValue):
             source = ItemSource(AttrSource(ConstSource(id(owner), owner), "__dict__"), name)
             tx.state.guards.identity(source, raw, "function")   # replaced on the class: recompile
             return UserFunctionValue(raw, source)
+        if changed:
+            if raw is None:
+                if meta_raw is not None:
+                    raise Unsupported(f"{self.describe()}.{name}: the metaclass's after the frame deleted it")
+                raise AttributeMissing(f"type object {cls.__name__!r} has no attribute {name!r}")
+            if _binds_type(type(raw)):
+                raise Unsupported(f"{self.describe()}.{name}: a descriptor behind a class attribute the frame changed")
+            return tx.wrap(raw, owner_entry_source(owner, name))
         try:
             value = getattr(cls, name)
         except AttributeError:
             self._guard_missing(tx, name)
             raise AttributeMissing(f"type object {cls.__name__!r} has no attribute {name!r}")
-        return tx.wrap(value, attr_source(self.source, name))
+        source = attr_source(self.source, name)
+        if source is None and (raw is None or not _binds_type(type(raw))):
+            source = class_attr_source(cls, name)
+        return tx.wrap(value, source)
+
+    def _guard_missing(self, tx, name):
+        source = self.source
+        if source is None and not class_is_trusted(self.obj):
+            source = ConstSource(id(self.obj), self.obj)
+        if source is not None:
+            tx.state.guards.add("const", source, f"not hasattr({{v}}, {name!r})",
+                                f"{source.describe()} has no attribute {name!r}")
+
+    def delattr(self, tx, name):
+        """``del Cls.name`` (``type.__delattr__``): the class's own entry, as the trace sees
+        it, must exist; later reads then find the base's (``traced_class_lookup``)."""
+        cls = self.obj
+        meta = type(cls)
+        meta_raw = lookup_class_attr(meta, name)[1]
+        if lookup_class_attr(meta, "__delattr__")[1] is not type.__dict__["__delattr__"] or \
+                (meta_raw is not None and _is_data_descriptor_type(type(meta_raw))):
+            return ObjectValue.delattr(self, tx, name)
+        pending = tx.state.side_effects.pending_attr(cls, name)
+        if pending is DELETED or (pending is None and name not in vars(cls)):
+            raise_python(AttributeError, f"type object {cls.__name__!r} has no attribute {name!r}")
+        real_entry = name in vars(cls)
+        tx.state.guards.add("keys", ConstSource(id(cls), cls), f"{name!r} {'in' if real_entry else 'not in'} {{v}}.__dict__",
+                            f"class {cls.__qualname__} {'has' if real_entry else 'has no'} attribute {name!r} of its own")
+        if real_entry:
+            tx.state.side_effects.store_attr(self, name, DELETED)
+        else:
+            tx.state.side_effects.drop_attr(cls, name)   # stored by the frame only: net, nothing happened
 
     def call(self, tx, args, kwargs):
         return tx.construct(self, args, kwargs)
