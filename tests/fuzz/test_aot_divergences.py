@@ -122,3 +122,12 @@ def test_output_of_frame_leaf_requires_grad(kind):
         x = torch.randn(3, generator=torch.Generator().manual_seed(call))
         _same(_leaf_only(x), compiled(x.clone()))
     assert backend.frame_count == 1
+
+
+def test_fuzz_finding_passes_under_the_plain_wrapper():
+    """The fuzz seed of the class (findings/aot_wrapper-AOT_UNDECLARED_FUNCTIONAL_BACKEND-200019.py)."""
+    from .gen import generate
+    from .oracle import check_program
+
+    d = check_program(generate(200019), "aot_wrapper")
+    assert d is None, f"{d.aspect} on call {d.call}\n{d.detail}"

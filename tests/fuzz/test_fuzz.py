@@ -19,15 +19,13 @@ N_EAGER = N_AOT = 150
 # tests/fuzz/findings for minimized repros, one per class).
 CLASSES = {
     "DEQUE_ARITH": "DEQUE_ARITH: deque + deque / deque * n comes back as a list (findings/eager-DEQUE_ARITH-127.py)",
-    "HM_GLOBALS": "HM_GLOBALS: a global of another module written by a callee (global CALLS; CALLS += 1) is read "
-                  "stale as hm.CALLS later in the frame (findings/eager-HM_GLOBALS-23.py)",
     "CLASS_ATTR_AUG": "CLASS_ATTR_AUG: type(self).hits += 1 in a method: the second call leaves the class attribute "
                       "one short (findings/eager-CLASS_ATTR_AUG-32.py)",
     "USER_HASH_SET": "USER_HASH_SET: `Key(1) in {Key(1), Key(3)}` with user __eq__/__hash__ is False "
                      "(findings/eager-USER_HASH_SET-105.py)",
     "HASATTR": "HASATTR: hasattr(namedtuple, 'scale') is True (findings/eager-HASATTR-146.py)",
 }
-_SEEDS = {"DEQUE_ARITH": (5, 15, 65, 121, 127, 145), "HM_GLOBALS": (23, 74), "CLASS_ATTR_AUG": (32,),
+_SEEDS = {"DEQUE_ARITH": (5, 15, 65, 121, 127, 145), "CLASS_ATTR_AUG": (32,),
           "USER_HASH_SET": (105,), "HASATTR": (146,)}
 KNOWN: dict = {(backend, seed): CLASSES[cls] for backend in ("eager", "aot_eager")
                for cls, seeds in _SEEDS.items() for seed in seeds}
