@@ -28,6 +28,20 @@ class CompileCounter:
         self.graphs.append(gm)
         return gm.forward
 
+    @property
+    def runs_graph_as_is(self) -> bool:
+        """Declared for Kiln (``backends/contract.py``): it returns ``gm.forward``, so the graph
+        runs as it is.  Not for a subclass that overrides ``__call__`` (a counter in front
+        of ``aot_eager``), which may do anything: it declares nothing unless it says so
+        itself (a class attribute, or ``self.runs_graph_as_is = ...``)."""
+        if "runs_graph_as_is" in self.__dict__:
+            return self.__dict__["runs_graph_as_is"] is True
+        return type(self).__call__ is CompileCounter.__call__
+
+    @runs_graph_as_is.setter
+    def runs_graph_as_is(self, value: bool) -> None:
+        self.__dict__["runs_graph_as_is"] = value
+
     def clear(self) -> None:
         self.frame_count = 0
         self.op_count = 0

@@ -69,6 +69,11 @@ def clones_inputs(gm, example_inputs):
     return run
 
 
+# it claims to run graphs as they are (backends/contract.py), so Kiln hands it the graphs
+# that mutate aliased inputs (an undeclared backend would not get them: they run op by op)
+clones_inputs.runs_graph_as_is = True
+
+
 def _tanh_gelu_backward(gm, example_inputs):
     def edit(node):
         if node.op == "call_function" and node.target is torch.ops.aten.gelu_backward.default:
@@ -107,3 +112,8 @@ def returns_copies(gm, example_inputs):
     def run(*args):
         return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in gm(*args))
     return run
+
+
+# it claims to run graphs as they are (backends/contract.py), so Kiln hands it every graph,
+# the one before a training step's backward too (an undeclared backend would not get it)
+returns_copies.runs_graph_as_is = True

@@ -5,19 +5,17 @@ run inside the frame (which also calls ``x.numpy()``, loops over the rows of ``x
 applies dropout); (b) an output that requires grad in eager comes back with
 ``requires_grad=False``.
 
-Both reproduce only under a backend that *wraps* AOTAutograd without declaring it (a user's
+Both reproduced only under a backend that *wraps* AOTAutograd without declaring it (a user's
 ``def backend(gm, inputs): count(); return aot_eager(gm, inputs)``, the usual way to count
-graphs), never under ``backend="aot_eager"`` (300 random programs of these statements: 0
-divergences) nor a wrapper that sets ``applies_input_mutations_last``.  Cause: Kiln decides
-whether graphs go through AOTAutograd from that opt-in attribute
-(``capture.graph_errors.functional_backend``, read into ``state.functional_backend`` by
-``compile_frame``); without it a ``requires_grad=True`` factory (``torch.ones(4,
-requires_grad=True)``) is put in the graph instead of made at a break
-(``values.tensor.makes_autograd_leaf``), and AOTAutograd turns it into a constant: the leaf
-handed back is a non-leaf output of the compiled node (so ``leaf.grad`` stays None after
-backward), and outputs computed only from it do not require grad.  Class
-AOT_UNDECLARED_FUNCTIONAL_BACKEND (strict xfails below; the fix is not in the capture files
-this suite's owner may change, see the module's report).
+graphs), never under ``backend="aot_eager"``.  Cause (class AOT_UNDECLARED_FUNCTIONAL_BACKEND):
+Kiln took a backend that declares nothing for one that runs graphs as they are, so a
+``requires_grad=True`` factory (``torch.ones(4, requires_grad=True)``) was put in the graph
+instead of made at a break (``values.tensor.makes_autograd_leaf``), and AOTAutograd turned it
+into a constant: the leaf handed back was a non-leaf output of the compiled node (so
+``leaf.grad`` stayed None after backward), and outputs computed only from it did not require
+grad.  Fixed by the backend contract (``kiln/backends/contract.py``): only a backend that
+declares ``runs_graph_as_is`` is trusted to, so the plain wrapper gets the rules of
+``aot_eager`` (and the same graph counts).
 
 Each test compares compiled against eager on two inputs and counts the graphs the backend saw.
 """
@@ -28,11 +26,6 @@ import kiln
 from kiln.backends.aot_eager import aot_eager
 
 from tests.mutation.harness import CountingBackend
-
-XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "AOT_UNDECLARED_FUNCTIONAL_BACKEND: a backend wrapping AOTAutograd without "
-    "applies_input_mutations_last gets requires_grad=True factories inside its graph; the leaf "
-    "becomes a constant (no .grad, outputs from it do not require grad)"))
 
 
 class PlainAOTWrapper:
@@ -49,14 +42,10 @@ class PlainAOTWrapper:
 def _backend(kind):
     if kind == "plain_aot_wrapper":
         return PlainAOTWrapper()
-    cb = CountingBackend(kind)
-    if kind == "aot_eager":
-        cb.applies_input_mutations_last = True     # as backends.aot_eager declares
-    return cb
+    return CountingBackend(kind)      # declares what the named backend declares
 
 
-BACKENDS = [pytest.param("eager", id="eager"), pytest.param("aot_eager", id="aot_eager"),
-            pytest.param("plain_aot_wrapper", id="plain_aot_wrapper", marks=XFAIL)]
+BACKENDS = ["eager", "aot_eager", "plain_aot_wrapper"]
 
 
 def _grad_prog(x, mod):
@@ -133,3 +122,12 @@ def test_output_of_frame_leaf_requires_grad(kind):
         x = torch.randn(3, generator=torch.Generator().manual_seed(call))
         _same(_leaf_only(x), compiled(x.clone()))
     assert backend.frame_count == 1
+
+
+def test_fuzz_finding_passes_under_the_plain_wrapper():
+    """The fuzz seed of the class (findings/aot_wrapper-AOT_UNDECLARED_FUNCTIONAL_BACKEND-200019.py)."""
+    from .gen import generate
+    from .oracle import check_program
+
+    d = check_program(generate(200019), "aot_wrapper")
+    assert d is None, f"{d.aspect} on call {d.call}\n{d.detail}"

@@ -22,6 +22,7 @@ import io
 import torch
 
 import kiln
+from kiln.backends import contract
 from kiln.backends.registry import lookup
 
 
@@ -39,6 +40,15 @@ class CountingBackend:
         if self.name == "eager":
             return gm.forward
         return lookup(self.name)(gm, example_inputs)
+
+    # it declares what the backend it hands graphs to declares (kiln/backends/contract.py)
+    @property
+    def runs_graph_as_is(self) -> bool:
+        return self.name == "eager" or contract.runs_graph_as_is(lookup(self.name))
+
+    @property
+    def applies_input_mutations_last(self) -> bool:
+        return contract.applies_input_mutations_last(lookup(self.name))
 
 
 def leaves(obj, path="", out=None, seen=None):

@@ -73,7 +73,9 @@ def _by_direction(forward: Callable, backward: Callable) -> Callable:
 
 
 # AOTAutograd functionalizes the graph: inputs change only after every op has run, so a
-# graph that raised changed no input (see capture/graph_errors.py)
+# graph that raised changed no input (see backends/contract.py, capture/graph_errors.py).
+# It does not run the graph as it is (no ``runs_graph_as_is``): one autograd node for
+# the graph, tensors made inside it are constants
 inductor.applies_input_mutations_last = True
 # compiled graphs are cached on disk (AOTAutograd's cache, the FX graph cache); both need
 # a shape environment in the tracing context (see capture/compile_frame._compile_graph)

@@ -88,6 +88,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     finally:
         metrics.backend_seconds += time.perf_counter() - start
         trace.backend_compile(graph_name, backend_name, time.perf_counter() - start, error)
+    if compiled is gm and type(gm).forward is eager_forward.__func__:
+        compiled = eager_forward    # the graph module itself, not rewritten: its own forward
     if compiled == eager_forward or caller_reruns_frame:
         return compiled
     return _FirstCallGuard(compiled, eager_forward, where)

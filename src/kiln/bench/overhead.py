@@ -16,6 +16,8 @@ from typing import Callable
 
 import torch
 
+from ..backends.contract import declare_like
+
 
 class GraphRecorder:
     """A backend that compiles with ``inner`` (default: run the GraphModule as it is) and
@@ -29,6 +31,7 @@ class GraphRecorder:
         self.inner = inner
         self.__name__ = name
         self.graphs: list[tuple[Callable, list, bool]] = []
+        declare_like(self, inner)     # the graphs get the rules they get under ``inner``
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         compiled = gm.forward if self.inner is None else self.inner(gm, example_inputs)

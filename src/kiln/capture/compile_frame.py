@@ -14,6 +14,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP, ShapeEnv
 
 from .. import trace
+from ..backends.contract import applies_input_mutations_last, caches_compiled_graphs, returned_as_is, runs_graph_as_is
 from ..backends.policy import compile_graph
 from ..backends.random_draws import draws_random_numbers, redrawn_by_trace
 from ..config import config
@@ -23,8 +24,7 @@ from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import (InputSnapshot, RngSnapshot, functional_backend, mutated_inputs,
-                           run_frame_as_python)
+from .graph_errors import InputSnapshot, RngSnapshot, mutated_inputs, run_frame_as_python
 from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
                             partial_backward_diverges, storage_key)
 from .interpreter import BreakHere, Tracer
@@ -143,7 +143,9 @@ def _new_trace(fn, real_locals, fullgraph, break_at, shapes, compiler):
     code = fn.__code__
     state = CaptureState(fn, fullgraph, shapes)
     state.real_locals = real_locals
-    state.functional_backend = functional_backend(compiler.backend)
+    # a backend that does not declare it runs graphs as they are may functionalize them
+    # (backends/contract.py): the rules for AOTAutograd's graphs apply
+    state.functional_backend = not runs_graph_as_is(compiler.backend)
     # defaults are bound from this function object; another one with the same code may differ
     for attr in ("__defaults__", "__kwdefaults__"):
         if getattr(fn, attr):
@@ -191,16 +193,21 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     op_count = builder.count_ops()
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
-        functional = functional_backend(compiler.backend)
-        if functional and (_backward_diverges(plan, needed) or _mutates_input_eagerly_only(live)
-                           or _redraws(gm)):
+        # which rules apply follows from what the backend declares (backends/contract.py)
+        as_is = runs_graph_as_is(compiler.backend)
+        mutations_last = applies_input_mutations_last(compiler.backend)
+        if not as_is and (_backward_diverges(plan, needed) or _mutates_input_eagerly_only(live)
+                       or _redraws(gm)):
             # one autograd node would not give eager's backward from the break after the
             # graph, AOTAutograd would not apply an in-place change of an input as eager
             # does, or its trace would draw other random numbers (see the functions): the
             # graph runs op by op, as eager does
-            compiled, functional = gm.forward, False
+            compiled, as_is = gm.forward, True
         else:
-            compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, functional)
+            own_forward = gm.forward
+            compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, mutations_last)
+            as_is = as_is or returned_as_is(compiled, own_forward)   # gm.forward, or the eager fallback
+        mutations_last = mutations_last and not as_is
         graph_ref = cg.ref(compiled)
         handoff = _handoff(live, state.guards)
         input_expr = {s: f"___pre[{handoff.index(s)}]" if s in handoff else cg.source_expr(s) for _, s, _ in live}
@@ -208,14 +215,14 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         if handoff and handoff == [s for _, s, _ in live]:
             inputs = "*___pre"      # every input was handed over, in order
         call = f"___o = {graph_ref}({inputs})" if needed or extra else f"{graph_ref}({inputs})"
-        mutated = set() if functional else mutated_inputs([n for n, _, _ in live])
+        mutated = set() if mutations_last else mutated_inputs([n for n, _, _ in live])
         if mutated is None:             # an input without a version counter may change
             cg.lines.append(call)
         else:
             watched = [input_expr[s] for n, s, _ in live if n in mutated]
             _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched,
                                 snapshot=not state.side_effects.is_empty())
-        _output_lines(cg, needed, bases, dead, live, inputs, functional)
+        _output_lines(cg, needed, bases, dead, live, inputs, one_node=not as_is)
         metrics.graphs += 1
         metrics.ops += op_count
     if plan is not None and tracer.context_stack:
@@ -302,8 +309,10 @@ def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watc
                  f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
 
 
-def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs: str, functional: bool):
-    """The glue after the graph call: outputs behave as eager's (``graph_outputs``)."""
+def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs: str, one_node: bool):
+    """The glue after the graph call: outputs behave as eager's (``graph_outputs``).
+    ``one_node``: the backend may make the graph one autograd node (it is not known to
+    run the graph as it is)."""
     fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
         [n.meta["example_value"] for n in bases]
     if dead:       # outputs only so that their ops run: freed now, as eager frees them
@@ -312,7 +321,7 @@ def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs:
     listed = cg.realias_outputs(fakes, cg.non_view_outputs(fakes, input_fakes))
     listed = cg.views_of_input_aliases(fakes, input_fakes, [cg.source_expr(s) for _, s, _ in live], listed)
     reach = output_reach(fakes[:len(needed)], input_fakes)
-    if functional and reach is not None:
+    if one_node and reach is not None:
         cg.lines.append(f"{cg.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "
                         f"{cg.ref(reach)})")
     cg.name_grad_fns_like_eager(fakes, len(needed), input_fakes, listed)
@@ -369,7 +378,7 @@ def _backward_diverges(plan, needed: list) -> bool:
                                      raw_gradients=plan.reason.raw_gradients)
 
 
-def _compile_graph(gm, example_inputs, compiler, name, tracer, builder, functional):
+def _compile_graph(gm, example_inputs, compiler, name, tracer, builder, mutations_last):
     loc = tracer.location()[0] if tracer.current is not None else None
     # a graph with symbolic sizes is compiled as torch.compile hands one over: the example
     # inputs hold SymInts for int inputs, and the tracing context carries the fake mode, so
@@ -388,13 +397,13 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder, function
     if builder.is_dynamic or builder.attrs or builder.scalar_outputs:
         builder.fake_mode.allow_scalar_outputs = True
         context = tracing(TracingContext(builder.fake_mode))
-    elif getattr(compiler.backend, "caches_compiled_graphs", False):
+    elif caches_compiled_graphs(compiler.backend):
         context = tracing(TracingContext(static_fake_mode(example_inputs)))
     with context:
         # the failure policy counts its own time in metrics.backend_seconds
         out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,
                             graph_name=name, user_location=loc,
-                            caller_reruns_frame=functional)
+                            caller_reruns_frame=mutations_last)
     if not callable(out):
         raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")
     return out

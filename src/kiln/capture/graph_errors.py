@@ -9,8 +9,8 @@ re-raising would be a silently different program.  So the glue calls the graph i
 the random generators when the graph draws from them) and runs the frame's own code as
 Python from its start, which applies exactly eager's side effects and raises eager's
 error.  This is sound only when the failed graph changed no input: the backend applies
-input mutations only after every op has run (AOTAutograd's functional graphs;
-``functional_backend``), or the inputs the graph mutates kept their version counters
+input mutations only after every op has run (AOTAutograd's functional graphs; the
+backend declares ``applies_input_mutations_last``, ``backends.contract``), or the inputs the graph mutates kept their version counters
 until the error (read before the call; compared in the handler), or they can be put
 back from copies taken before the call (``InputSnapshot``: only where the frame has
 Python side effects to lose, and for inputs that do not require grad).
@@ -28,12 +28,6 @@ import torch
 from ..backends.policy import BackendFallbackWarning
 from ..config import config
 from ..exc import BackendError
-
-
-def functional_backend(backend) -> bool:
-    """Whether ``backend``'s compiled graphs change their inputs only after all their ops
-    ran (so a graph that raised changed nothing)."""
-    return bool(getattr(backend, "applies_input_mutations_last", False))
 
 
 def mutated_inputs(placeholders) -> set | None:

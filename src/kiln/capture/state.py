@@ -22,7 +22,8 @@ class CaptureState:
     def __init__(self, fn, fullgraph: bool, shapes: ShapePolicy | None = None):
         self.fn = fn
         self.fullgraph = fullgraph
-        self.functional_backend = False    # graphs go through AOTAutograd (set by compile_frame)
+        self.functional_backend = False    # the backend may functionalize graphs: it does not declare
+        # runs_graph_as_is (set by compile_frame; backends/contract.py)
         self.shapes = shapes if shapes is not None else ShapePolicy(False)
         self.ns = Namespace()
         self.guards = GuardSet(self.ns)

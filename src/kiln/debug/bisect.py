@@ -31,6 +31,7 @@ from torch.fx.passes.split_module import split_module
 
 from ..backends import lookup
 from ..backends._aot import GradSpecialized, boxed, tuple_output_graph
+from ..backends.contract import declare_like
 from .accuracy import compare
 from .record import ArgTemplate, RecordingBackend, run_end_to_end
 
@@ -81,6 +82,9 @@ class _Prober:
     def fails(self, choose: Callable[[int, torch.fx.GraphModule], Callable]) -> tuple[bool, RecordingBackend]:
         self.runs += 1
         recorder = RecordingBackend(_eager, choose=choose)
+        # graphs run eagerly or (in pieces) by the backend: as they are if the backend does,
+        # so the run splits into the graphs it has under the backend (backends/contract.py)
+        declare_like(recorder, self.backend_fn, ["runs_graph_as_is"])
         try:
             actual = run_end_to_end(self.fn, self.template, backend=recorder, training=self.training)
         except Exception as e:

@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .. import api, backends, cache
+from ..backends.contract import declare_like
 from ..metrics import metrics
 
 
@@ -120,6 +121,7 @@ class _Recorder:
     def __init__(self, inner):
         self.inner = inner
         self.graphs: list = []
+        declare_like(self, inner)     # the graphs get the rules they get under ``inner``
 
     def __call__(self, gm, example_inputs):
         self.graphs.append(_graph_info(f"graph {len(self.graphs) + 1}", gm))

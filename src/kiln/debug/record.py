@@ -24,6 +24,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from .. import api
+from ..backends.contract import declare_like
 from ._tree import children
 from .accuracy import fp64_copy
 from .graph_check import copy_graph_module, cotangent_loss, seeded
@@ -60,6 +61,8 @@ class RecordingBackend:
         self.choose = choose
         self.graphs: list[GraphRecord] = []
         self.__name__ = getattr(inner, "__name__", type(inner).__name__)
+        if choose is None:      # the graphs get the rules they get under ``inner``
+            declare_like(self, inner)     # (with ``choose``, the caller declares for the mix)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]

@@ -486,7 +486,9 @@ def makes_autograd_leaf(tx, kwargs: dict) -> bool:
     ``x.new_ones(2, requires_grad=True)``) that must run as Python at a break: made inside
     a graph that a backend functionalizes (AOTAutograd) the leaf would be a constant with
     no autograd history (outputs computed from it would not require grad, and it would
-    get no ``.grad``).  A graph run as it is (the eager backend) makes a real leaf."""
+    get no ``.grad``).  A graph run as it is makes a real leaf, but only a backend that
+    declares ``runs_graph_as_is`` (the eager backend; ``backends/contract.py``) is known to:
+    one that declares nothing (a user's wrapper around ``aot_eager``) may functionalize."""
     if not tx.state.functional_backend:
         return False
     flag = kwargs.get("requires_grad")
