@@ -19,7 +19,7 @@ from ...exc import Unsupported
 from .attributes import (DELETED, GENERIC_SETATTRS, CMethodValue, attr_source, attribute_store_modelled,
                          bind_class_attr, callable_name, custom_setattr, has_custom_getattribute, is_trusted_module,
                          lookup_class_attr, pending_write)
-from .base import AttributeMissing, TracedException, Value, const, raise_python
+from .base import AttributeMissing, TracedException, Value, const, no_attribute, raise_python
 from .containers import BoundContainerMethod, ListValue
 from .functions import BoundMethodValue, UserFunctionValue
 from .weakrefs import DEREF, call_real_ref
@@ -124,13 +124,13 @@ class ObjectValue(DunderProtocol, Value):
         traced = self._traced_truth(tx)
         if traced is not None:
             return traced
-        return bool(self.obj) if self.source is None else _guarded_truth(tx, self)
+        return _real_truth(self.obj) if self.source is None else _guarded_truth(tx, self)
 
     def getattr(self, tx, name):
         pending = tx.state.side_effects.pending_attr(self.obj, name)
         if pending is not None:
             if pending is DELETED:
-                raise AttributeMissing(f"{type(self.obj).__name__} object has no attribute {name!r}")
+                raise no_attribute(type(self.obj), name)
             return pending
         se = tx.state.side_effects
         if name == "__dict__" and se.has_pending_attrs(self.obj) or se.dict_mutated_as_container(self.obj):
@@ -140,9 +140,9 @@ class ObjectValue(DunderProtocol, Value):
             # the class decides what attribute reads mean: ask it (guards read the same way)
             try:
                 value = getattr(obj, name)
-            except AttributeError:
+            except AttributeError as e:   # the class's own code said so, in its own words
                 self._guard_missing(tx, name)
-                raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
+                raise AttributeMissing(str(e)) from None
             if isinstance(value, types.MethodType) and value.__self__ is obj:
                 return BoundMethodValue(tx.wrap(value.__func__, None), self)
             return tx.wrap(value, attr_source(self.source, name))
@@ -176,12 +176,12 @@ class ObjectValue(DunderProtocol, Value):
         if lookup_class_attr(cls, "__getattr__")[1] is not None and not isinstance(obj, torch.nn.Module):
             try:
                 value = getattr(obj, name)
-            except AttributeError:
+            except AttributeError as e:   # the class's own code said so, in its own words
                 self._guard_missing(tx, name)
-                raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
+                raise AttributeMissing(str(e)) from None
             return tx.wrap(value, attr_source(self.source, name))
         self._guard_missing(tx, name)
-        raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
+        raise no_attribute(cls, name)
 
     def _extra_attr(self, tx, name):
         return None
@@ -239,8 +239,18 @@ def _same(tx, a, b) -> bool:
     return bool(tx.apply_operator(operator.eq, a, b).as_constant())
 
 
+def _real_truth(obj) -> bool:
+    """``bool(obj)`` through a C ``__bool__`` / ``__len__`` Kiln does not model: one that
+    raises (a numpy array of several items) may be an extension's own code, so the
+    frame breaks there rather than Kiln guessing the program's exception."""
+    try:
+        return bool(obj)
+    except Exception as e:   # noqa: BLE001 - any refusal becomes a break with its reason
+        raise Unsupported(f"bool() of a {type(obj).__name__} object raised {type(e).__name__}: {e}") from None
+
+
 def _guarded_truth(tx, v: ObjectValue):
-    value = bool(v.obj)
+    value = _real_truth(v.obj)
     tx.state.guards.add("const", v.source, f"bool({{v}}) is {value}", f"bool({v.source.describe()}) is {value}")
     return value
 
