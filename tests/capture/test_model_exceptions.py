@@ -216,3 +216,23 @@ def test_fuzz_seed(seed, backend):
     from tests.fuzz.gen import generate          # the fuzzer lives with the tests
     from tests.fuzz.oracle import check_program
     assert check_program(generate(seed), backend) is None
+
+
+class BadBool:
+    def __bool__(self):
+        return 1
+
+
+class BadLen:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+def test_dunder_results_checked_as_cpython_checks_them():
+    def prog(y):
+        return (_caught(lambda: bool(BadBool())), _caught(lambda: len(BadLen(-1))),
+                _caught(lambda: len(BadLen("3"))), _caught(lambda: 1 if BadLen(0) else 2), y + 1)
+    check(prog, _x, 1, 1)

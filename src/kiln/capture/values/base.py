@@ -103,6 +103,24 @@ def no_attribute(cls: type, name: str) -> "AttributeMissing":
     return AttributeMissing(f"'{type_name(cls)}' object has no attribute '{name}'")
 
 
+def checked_len(n) -> int:
+    """What ``len()`` / ``bool()`` make of a traced ``__len__``'s (constant) result, with
+    CPython's errors for one that is no int or is negative."""
+    if not isinstance(n, int):
+        raise_python(TypeError, f"'{type_name(type(n))}' object cannot be interpreted as an integer")
+    if n < 0:
+        raise_python(ValueError, "__len__() should return >= 0")
+    return int(n)
+
+
+def checked_bool(r) -> bool:
+    """What ``bool()`` makes of a traced ``__bool__``'s (constant) result: a bool, else
+    CPython's TypeError."""
+    if type(r) is not bool:
+        raise_python(TypeError, f"__bool__ should return bool, returned {type_name(type(r))}")
+    return r
+
+
 def check_iterable(v: "Value") -> None:
     """Raise in the traced program the TypeError ``iter(v)`` raises when ``v``'s type
     cannot be iterated: neither ``__iter__`` nor ``__getitem__`` on its MRO, or

@@ -11,7 +11,7 @@ import torch
 from ...exc import Unsupported
 from .attributes import (attribute_store_modelled, bind_class_attr, custom_setattr, has_custom_getattribute,
                          lookup_class_attr)
-from .base import Value, const, no_attribute, raise_python, type_name
+from .base import Value, checked_bool, checked_len, const, no_attribute, raise_python, type_name
 from .containers import BoundContainerMethod, DictValue
 from .functions import BoundMethodValue
 from .objects import DunderProtocol, instance_has_dict, slot_names
@@ -181,7 +181,7 @@ class ReplayedObjectValue(Value):
     def length(self, tx):
         method, present = self._protocol(tx, "__len__")
         if method is not None:
-            return _checked_len(method.call(tx, [], {}).as_constant())
+            return checked_len(method.call(tx, [], {}).as_constant())
         if not present:
             raise_python(TypeError, f"object of type '{type_name(self.cls)}' has no len()")
         return self._on_instance("len()", len)
@@ -192,10 +192,8 @@ class ReplayedObjectValue(Value):
             if method is not None:
                 result = method.call(tx, [], {}).as_constant()
                 if name == "__len__":
-                    return _checked_len(result) != 0
-                if type(result) is not bool:
-                    raise_python(TypeError, f"__bool__ should return bool, returned {type(result).__name__}")
-                return result
+                    return checked_len(result) != 0
+                return checked_bool(result)
             if present:
                 return self._on_instance("bool()", bool)
         return True
@@ -225,15 +223,6 @@ class ReplayedObjectValue(Value):
 
     def reconstruct(self, cg):
         return cg.replayed_object(self)
-
-
-def _checked_len(n):
-    """What ``len()`` makes of a ``__len__`` result, with CPython's errors (constants only)."""
-    if not isinstance(n, int):
-        raise_python(TypeError, f"'{type(n).__name__}' object cannot be interpreted as an integer")
-    if n < 0:
-        raise_python(ValueError, "__len__() should return >= 0")
-    return int(n)
 
 
 def is_replayable_class(cls) -> bool:

@@ -19,7 +19,8 @@ from ...exc import Unsupported
 from .attributes import (DELETED, GENERIC_SETATTRS, CMethodValue, attr_source, attribute_store_modelled,
                          bind_class_attr, callable_name, custom_setattr, has_custom_getattribute, is_trusted_module,
                          lookup_class_attr, pending_write)
-from .base import AttributeMissing, TracedException, Value, const, no_attribute, raise_python
+from .base import (AttributeMissing, TracedException, Value, checked_bool, checked_len, const, no_attribute,
+                   raise_python)
 from .containers import BoundContainerMethod, ListValue
 from .functions import BoundMethodValue, UserFunctionValue
 from .weakrefs import DEREF, call_real_ref
@@ -52,7 +53,7 @@ class DunderProtocol:
         method = self._dunder(tx, "__len__")
         if method is None:
             raise Unsupported(f"len() of a {self.python_type().__name__} object")
-        return method.call(tx, [], {}).as_constant()
+        return checked_len(method.call(tx, [], {}).as_constant())
 
     def _traced_truth(self, tx):
         """bool() as Python computes it: ``__bool__``, else ``__len__``, else True; traced
@@ -64,7 +65,8 @@ class DunderProtocol:
             method = bind_class_attr(tx, owner, raw, self, name)
             if method is None or isinstance(method, CMethodValue):
                 return None
-            return bool(method.call(tx, [], {}).as_constant())
+            result = method.call(tx, [], {}).as_constant()
+            return checked_bool(result) if name == "__bool__" else checked_len(result) != 0
         return True
 
     def call_method(self, tx, name, args, kwargs):
