@@ -8,7 +8,10 @@
 * every public method of the container types Kiln models as values of its own
   (``CONTAINER_TYPES``), each called with the arguments in ``METHOD_ARGS``;
 * the other bytecode Kiln evaluates structurally (``BYTECODE``: subscripts, ``in``,
-  iteration, unpacking, truth, unary operators, attribute reads, calls).
+  iteration, unpacking, truth, unary operators, attribute reads, calls);
+* the constructs most likely to make Python refuse (``CAUGHT``), inside ``try`` /
+  ``except`` in the compiled frame, so what the program's ``except`` sees (type and
+  message) is compared, not only what escapes the call.
 
 A table entry with no call written here fails ``test_every_table_entry_is_covered``:
 modelling a new builtin or method means saying how the oracle calls it.
