@@ -8,7 +8,10 @@
 * every public method of the container types Kiln models as values of its own
   (``CONTAINER_TYPES``), each called with the arguments in ``METHOD_ARGS``;
 * the other bytecode Kiln evaluates structurally (``BYTECODE``: subscripts, ``in``,
-  iteration, unpacking, truth, unary operators, attribute reads, calls).
+  iteration, unpacking, truth, unary operators, attribute reads, calls);
+* the constructs most likely to make Python refuse (``CAUGHT``), inside ``try`` /
+  ``except`` in the compiled frame, so what the program's ``except`` sees (type and
+  message) is compared, not only what escapes the call.
 
 A table entry with no call written here fails ``test_every_table_entry_is_covered``:
 modelling a new builtin or method means saying how the oracle calls it.
@@ -133,6 +136,20 @@ BYTECODE = (
 )
 
 
+# Constructs run inside ``try`` / ``except`` in the compiled frame: an exception Python
+# raises for the program (``list(obj)`` of a user instance, ``sorted`` of mixed types,
+# ``len(3)``) must be raised *in the traced program*, where its ``except`` catches it
+# and reads its type and message.  Outside a ``try`` a real exception escaping from
+# Kiln's model of a value looks like eager's; here it is a difference.
+CAUGHT = (
+    "list(v)", "tuple(v)", "set(v)", "frozenset(v)", "dict(v)", "len(v)", "iter(v)", "sorted(v)", "sum(v)",
+    "min(v)", "max(v)", "''.join(v)", "list(enumerate(v))", "list(zip(v, [1, 2]))", "list(reversed(v))",
+    "[x for x in v]", "1 in v", "STMT a, b = v\n   return a, b", "abs(v)", "range(v)", "int(v)", "float(v)",
+    "hash(v) == hash(v)", "format(v)", "bool(v)", "sorted([v, 1])", "v < 1", "v + 1", "v[0]", "v.x",
+    "dict.fromkeys(v)", "functools.reduce(operator.add, v)", "any(v)", "sorted([v, 'a'], reverse=True)",
+)
+
+
 # Bytecode that crashes the interpreter when Kiln breaks the graph on it (a value Kiln
 # cannot iterate, such as a dict view or a bytearray, unpacked into a display): the step
 # function that runs the instruction as Python does not push the container that
@@ -222,8 +239,20 @@ def bytecode_constructs() -> list:
             for expr in BYTECODE]
 
 
+def caught_constructs() -> list:
+    out = []
+    for expr in CAUGHT:
+        stmt = expr[5:] if expr.startswith("STMT ") else f"return {expr}"
+        name = expr.replace("\n", " ")[5:] if expr.startswith("STMT ") else expr
+        body = (f"try:\n   {stmt}\n  except Exception as e:\n"
+                f"   return ('caught', type(e).__name__, str(e))")
+        out.append(Construct(f"try: {name}", body, None))
+    return out
+
+
 def all_constructs() -> list:
-    return builtin_constructs() + operator_constructs() + method_constructs() + bytecode_constructs()
+    return builtin_constructs() + operator_constructs() + method_constructs() + bytecode_constructs() \
+        + caught_constructs()
 
 
 # The CI run (about 90 s on one core) leaves out what reaches a handler another entry
@@ -242,7 +271,8 @@ _SAME_HANDLER = frozenset(
 
 
 def ci_constructs() -> list:
-    return builtin_constructs(ci=True) + operator_constructs(ci=True) + method_constructs() + bytecode_constructs()
+    return builtin_constructs(ci=True) + operator_constructs(ci=True) + method_constructs() + bytecode_constructs() \
+        + caught_constructs()
 
 
 def uncovered() -> list:

@@ -117,6 +117,13 @@ class Point:
     y: int
 
 
+@dataclass
+class Holder:
+    """A dataclass holding a tensor: made in the frame, Kiln builds it on fake tensors."""
+    n: int
+    t: object = None
+
+
 class Color(enum.Enum):
     RED = 1
     GREEN = 2
@@ -180,6 +187,7 @@ KINDS = [
     Kind("generator", lambda s: _gen(s)),
     Kind("namedtuple", lambda s: Pair(s, 2)),
     Kind("dataclass", lambda s: Point(s, 3)),
+    Kind("dataclass_tensor", lambda s: Holder(s, torch.tensor([1.0 + s]))),
     Kind("enum", lambda s: Color.RED if s == 0 else Color.GREEN),
     Kind("tensor", lambda s: torch.tensor([1.0 + s, 2.0])),
     Kind("tensor_int", lambda s: torch.tensor([3, 4 + s])),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools as _functools_module
 import io
 import logging
 import itertools
@@ -40,7 +41,8 @@ from .kinds import KINDS, Kind
 # a fake-tensor run that raises (an op Python rejects too) logs the error: expected here
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
-_GLOBALS = {"torch": torch, "collections": collections, "operator": operator, "SINK": io.StringIO()}
+_GLOBALS = {"torch": torch, "collections": collections, "operator": operator, "SINK": io.StringIO(),
+            "functools": _functools_module}
 # kinds every method construct also runs over, besides the types that have the method
 _METHOD_CONTROLS = ("int", "obj_getattr")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 
 from ..exc import Unsupported
-from .values.base import ConstantValue, Value, const, raise_python
+from .values.base import ConstantValue, Value, const, raise_python, type_lookup
 from .values.containers import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of, set_items
 from .values.new_objects import NewObjectValue
 from .values.objects import ObjectValue
@@ -192,6 +192,8 @@ def _dunder(tx, v, name, args):
     # instances only: for a class object these names are its unbound methods
     if not name or not isinstance(v, (ObjectValue, NewObjectValue)) or issubclass(v.python_type(), type):
         return None
+    if type_lookup(v.python_type(), name)[1] is None:
+        return None   # Python asks the type's slot: never the instance, never __getattr__
     try:
         method = v.getattr(tx, name)
     except Unsupported:
@@ -292,7 +294,11 @@ def contains(tx, container: Value, item: Value) -> bool:
     if isinstance(container, ConstantValue):
         if isinstance(container.value, (set, frozenset, dict)):
             return key_of(item, tx) in container.value   # hashed as Python would (a user __hash__ traced)
-        return item.as_constant() in container.value
+        needle = item.as_constant()
+        try:   # ``1 in 5``, ``[] in "ab"``: constants of builtin types, no user code
+            return needle in container.value
+        except Exception as e:   # noqa: BLE001 - the program's exception
+            raise_python(type(e), *e.args)
     result = container.call_method(tx, "__contains__", [item], {})
     return bool(result.as_constant())
 

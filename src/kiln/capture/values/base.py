@@ -97,6 +97,68 @@ def bound_attribute_type(cls: type, name: str, sample) -> type:
         return type(raw)
     return type(raw.__get__(sample, type(sample)))
 
+
+_HEAP_TYPE = 1 << 9        # Py_TPFLAGS_HEAPTYPE: the type was made by a class statement
+
+
+def type_name(cls: type) -> str:
+    """The name CPython's own error messages give a type: its ``tp_name``.  A class made
+    by a class statement (a heap type) has its ``__name__`` there (``'Tensor'``); a C
+    type has the name its authors wrote, from which CPython derives ``__module__`` (the
+    part before the last dot, ``builtins`` when there is none) and ``__name__``, so it
+    is spelt again from those two (``'torch.dtype'``, ``'functools.partial'``, ``'int'``)."""
+    if not isinstance(cls, type):
+        cls = type(cls)
+    if cls.__flags__ & _HEAP_TYPE or cls.__module__ == "builtins":
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__name__}"
+
+
+def no_attribute(cls: type, name: str) -> "AttributeMissing":
+    """The AttributeError Python raises for a missing attribute of an instance of ``cls``,
+    word for word (the traced program may read its message)."""
+    return AttributeMissing(f"'{type_name(cls)}' object has no attribute '{name}'")
+
+
+def checked_len(n) -> int:
+    """What ``len()`` / ``bool()`` make of a traced ``__len__``'s (constant) result, with
+    CPython's errors for one that is no int or is negative."""
+    if not isinstance(n, int):
+        raise_python(TypeError, f"'{type_name(type(n))}' object cannot be interpreted as an integer")
+    if n < 0:
+        raise_python(ValueError, "__len__() should return >= 0")
+    return int(n)
+
+
+def checked_bool(r) -> bool:
+    """What ``bool()`` makes of a traced ``__bool__``'s (constant) result: a bool, else
+    CPython's TypeError."""
+    if type(r) is not bool:
+        raise_python(TypeError, f"__bool__ should return bool, returned {type_name(type(r))}")
+    return r
+
+
+def check_iterable(v: "Value") -> None:
+    """Raise in the traced program the TypeError ``iter(v)`` raises when ``v``'s type
+    cannot be iterated: neither ``__iter__`` nor ``__getitem__`` on its MRO, or
+    ``__iter__ = None``.  CPython asks only the type (no user code runs, nothing
+    changes), so Kiln asks the same type.  For the callers whose question is exactly
+    ``iter()``'s, with its message (``list``, ``tuple``, ``set``, ``dict``, ``sorted``,
+    ``sum``, ``min``, ``max``, ``for``, ``enumerate``, ``zip``...); ``a, b = v`` and
+    ``[*v]`` word their TypeError differently and break instead (``unpack``).
+    A value whose type Kiln does not know is left to its ``unpack``."""
+    try:
+        cls = v.python_type()
+    except Unsupported:
+        return
+    owner, raw = type_lookup(cls, "__iter__")
+    if owner is not None and raw is not None:
+        return
+    if owner is None and type_lookup(cls, "__getitem__")[0] is not None:
+        return   # the old sequence protocol: v[0], v[1]... until IndexError
+    raise_python(TypeError, f"'{type_name(cls)}' object is not iterable")
+
+
 # what a builtin type's dict holds for its methods (bound when read from an instance)
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType,
               types.BuiltinFunctionType, types.FunctionType, staticmethod, classmethod)
@@ -113,7 +175,7 @@ def builtin_instance_attr(tx, value: "Value", name: str):
     cls = value.python_type()
     raw = type_lookup(cls, name)[1]
     if raw is None:
-        raise AttributeMissing(f"'{cls.__name__}' object has no attribute '{name}'")
+        raise no_attribute(cls, name)
     if name == "__class__":
         return tx.wrap(cls, None)
     if isinstance(raw, _C_METHODS):
@@ -275,7 +337,7 @@ class ConstantValue(Value):
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:
-            raise AttributeMissing(f"{type(self.value).__name__} object has no attribute {name!r}") from e
+            raise AttributeMissing(str(e)) from None   # Python's own message
         if callable(attr) and not isinstance(attr, type):
             return ConstantMethodValue(self, name, attr)
         return tx.wrap(attr, None)
@@ -297,7 +359,10 @@ class ConstantValue(Value):
             raise_python(type(e), *e.args)
 
     def length(self, tx):
-        return len(self.value)
+        try:
+            return len(self.value)
+        except TypeError as e:   # len(3): a builtin type's answer, the program's exception
+            raise_python(TypeError, *e.args)
 
     def reconstruct(self, cg):
         if self._pending_guard is not None:
@@ -379,3 +444,29 @@ class TracedException(Exception):
 def raise_python(cls: type, *messages) -> None:
     """Raise ``cls(*messages)`` as if the traced code had raised it."""
     raise TracedException(cls, [const(m) for m in messages])
+
+
+class _SortSlot:
+    """One item of a sort over constant keys, ordered by its key alone."""
+    __slots__ = ("key", "item")
+
+    def __init__(self, key, item):
+        self.key, self.item = key, item
+
+    def __lt__(self, other):
+        return self.key < other.key
+
+
+def sort_by_keys(items: list, keys: list, reverse: bool) -> None:
+    """``items.sort()`` by the constant ``keys`` (one per item), run by ``list.sort``
+    itself: the same comparisons in the same order, so an ordering Python refuses
+    (``1 < "a"``) raises its TypeError in the traced program and leaves ``items`` in the
+    order CPython's sort leaves a list it gives up on.  The keys are constants of
+    builtin types: comparing them runs no user code."""
+    slots = [_SortSlot(k, i) for k, i in zip(keys, items)]
+    try:
+        slots.sort(reverse=reverse)
+    except Exception as e:   # noqa: BLE001 - the program's exception, raised as the program's
+        items[:] = [s.item for s in slots]
+        raise_python(type(e), *e.args)
+    items[:] = [s.item for s in slots]

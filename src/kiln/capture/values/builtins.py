@@ -16,9 +16,11 @@ import types
 import torch
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const, raise_python, type_lookup
+from .base import (ConstantValue, TracedException, Value, check_iterable, const, raise_python, sort_by_keys,
+                   type_lookup, type_name)
 from .containers import DictValue, ListValue, SetValue, SliceValue, TracedKey, TupleValue, key_of, set_items
 from .deques import DEQUES
+from .exceptions import ExceptionValue
 from .introspection import INTROSPECTION, real_classes
 from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
 from .operator_objects import OPERATOR_OBJECTS
@@ -101,6 +103,9 @@ def _fold(fn):
 
 
 def _iter_items(tx, v: Value) -> list:
+    """The items ``iter(v)`` yields, for the builtins that call ``iter`` first: a value
+    whose type cannot be iterated raises iter()'s TypeError in the program."""
+    check_iterable(v)
     return v.unpack(tx)
 
 
@@ -115,12 +120,12 @@ def _len(tx, args, kwargs):
     except Unsupported:
         return const(v.length(tx))
     if type_lookup(cls, "__len__")[1] is None:   # an iterator, a generator: asked of the type
-        raise_python(TypeError, f"object of type '{cls.__name__}' has no len()")
+        raise_python(TypeError, f"object of type '{type_name(cls)}' has no len()")
     return const(v.length(tx))
 
 
 def _range(tx, args, kwargs):
-    return const(range(*_consts(args)))
+    return _fold(range)(tx, args, kwargs)
 
 
 def _enumerate(tx, args, kwargs):
@@ -154,7 +159,7 @@ def _reversed(tx, args, kwargs):
     sequence = type_lookup(cls, "__getitem__")[0] is not None and type_lookup(cls, "__len__")[0] is not None \
         and not issubclass(cls, dict)
     if owner is None and not sequence or owner is not None and raw is None:   # ``__reversed__ = None``
-        raise_python(TypeError, f"'{cls.__name__}' object is not reversible")
+        raise_python(TypeError, f"'{type_name(cls)}' object is not reversible")
     if not all(k.__module__ in ("builtins", "collections") for k in cls.__mro__):
         raise Unsupported(f"reversed() of a {cls.__name__} object (its class's own protocol)")
     return IteratorValue(list(reversed(_iter_items(tx, t))), iterator_type(reversed, t))
@@ -198,11 +203,28 @@ def _dict(tx, args, kwargs):
         if isinstance(src, DictValue):
             d = DictValue(src.items, key_values=src.key_values)
         else:
-            for pair in _iter_items(tx, src):
-                k, v = pair.unpack(tx)
+            # pulled one pair at a time, as CPython does: a bad element leaves the rest
+            # of an iterator unconsumed
+            it, i = as_iterator(tx, src), 0
+            while (pair := it.next(tx)) is not None:
+                k, v = _dict_pair(tx, i, pair)
+                i += 1
                 d.setitem(tx, k, v)
     d.items.update(kwargs)
     return d
+
+
+def _dict_pair(tx, i: int, pair: Value):
+    """Element ``i`` of ``dict(iterable)`` as a (key, value) pair, with the errors CPython
+    raises for an element that is no sequence or has the wrong length."""
+    try:
+        check_iterable(pair)
+    except TracedException:
+        raise_python(TypeError, f"cannot convert dictionary update sequence element #{i} to a sequence")
+    items = pair.unpack(tx)
+    if len(items) != 2:
+        raise_python(ValueError, f"dictionary update sequence element #{i} has length {len(items)}; 2 is required")
+    return items
 
 
 def _set(tx, args, kwargs):
@@ -278,7 +300,7 @@ def _all_any(fn):
 def _abs(tx, args, kwargs):
     if isinstance(args[0], TensorValue):
         return graph_call(tx, "call_function", torch.abs, args, {})
-    return const(abs(args[0].as_constant()))
+    return _fold(abs)(tx, args, kwargs)
 
 
 def _numeric(cls):
@@ -329,8 +351,7 @@ def _sort_in_place(tx, lst, kwargs):
         keys = [key.call(tx, [i], {}).as_constant() for i in lst.items]
     else:
         keys = [i.as_constant() for i in lst.items]
-    order = sorted(range(len(keys)), key=lambda i: keys[i], reverse=reverse)
-    lst.items[:] = [lst.items[i] for i in order]
+    sort_by_keys(lst.items, keys, reverse)
 
 
 def _print(tx, args, kwargs):
@@ -365,6 +386,11 @@ def _divmod(tx, args, kwargs):
 
 
 def _str(tx, args, kwargs):
+    if args and isinstance(args[0], ExceptionValue) and args[0].cls.__module__ == "builtins" \
+            and not args[0].attrs:
+        # ``str(e)`` of a builtin exception: BaseException.__str__ over its constant args
+        exc = args[0]
+        return const(str(exc.cls(*[a.as_constant() for a in exc.args])))
     if args and not args[0].is_constant():
         if isinstance(args[0], ClassValue) and type(args[0].obj).__str__ is type.__str__:
             return const(str(args[0].obj))
@@ -419,7 +445,12 @@ def _math_fn(fn):
 
 
 def _reduce(tx, args, kwargs):
-    fn, it = args[0], _iter_items(tx, args[1])
+    fn, it = args[0], args[1]
+    try:
+        check_iterable(it)
+    except TracedException:
+        raise_python(TypeError, "reduce() arg 2 must support iteration")
+    it = it.unpack(tx)
     if len(args) < 3 and not it:
         raise_python(TypeError, "reduce() of empty iterable with no initial value")
     acc = args[2] if len(args) > 2 else it.pop(0)

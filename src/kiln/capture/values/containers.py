@@ -11,7 +11,7 @@ import operator
 import types
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, builtin_instance_attr, const, raise_python
+from .base import ConstantValue, Value, builtin_instance_attr, const, raise_python, sort_by_keys
 from .keys import TracedKey, key_of, set_items  # noqa: F401  (re-exported: containers' users key by them)
 
 
@@ -235,14 +235,9 @@ class ListValue(SequenceValue):
             key = kwargs.get("key")
             if key is not None and not (isinstance(key, ConstantValue) and key.value is None):
                 keys = [key.call(tx, [i], {}).as_constant() for i in self.items]
-                order = sorted(range(len(self.items)), key=lambda i: keys[i],
-                               reverse=bool(kwargs.get("reverse", const(False)).as_constant()))
-                self.items[:] = [self.items[i] for i in order]
             else:
-                vals = [i.as_constant() for i in self.items]
-                order = sorted(range(len(vals)), key=lambda i: vals[i],
-                               reverse=bool(kwargs.get("reverse", const(False)).as_constant()))
-                self.items[:] = [self.items[i] for i in order]
+                keys = [i.as_constant() for i in self.items]
+            sort_by_keys(self.items, keys, bool(kwargs.get("reverse", const(False)).as_constant()))
             return const(None)
         return super().call_method(tx, name, args, kwargs)
 

@@ -28,7 +28,7 @@ import operator
 
 from ...exc import Unsupported
 from ..sources import CallSource, ItemSource
-from .base import ConstantValue, Value, const, raise_python
+from .base import ConstantValue, Value, check_iterable, const, raise_python
 from .containers import DictValue, DictViewValue, ListValue, TupleValue
 
 _UNROLL_LIMIT = 100_000   # items an unrolled loop may take from an endless iterator
@@ -381,6 +381,7 @@ def as_iterator(tx, v: Value) -> IteratorValue:
         v = DictViewValue(v, "keys")
     if isinstance(v, DictViewValue):
         return DictIteratorValue(v, len(v.d.items))
+    check_iterable(v)   # iter()'s own TypeError, raised in the program
     return IteratorValue(v.unpack(tx), iterator_type(iter, v))
 
 

@@ -12,7 +12,7 @@ from ...exc import Unsupported
 from .attributes import (attribute_store_modelled, bind_class_attr, class_attr_source, custom_setattr,
                          guard_class_walk, has_custom_getattribute, lookup_class_attr, owner_entry_source,
                          traced_class_lookup)
-from .base import AttributeMissing, Value, const, raise_python
+from .base import Value, checked_bool, checked_len, const, no_attribute, raise_python, type_name
 from .containers import BoundContainerMethod, DictValue
 from .functions import BoundMethodValue
 from .objects import DunderProtocol, instance_has_dict, slot_names
@@ -46,7 +46,7 @@ class NewObjectValue(DunderProtocol, Value):
         if changed:
             guard_class_walk(tx, self.cls, owner, name)
         if isinstance(raw, types.MemberDescriptorType):
-            raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")   # an unset slot
+            raise no_attribute(self.cls, name)   # an unset slot
         if raw is not None:
             bound = bind_class_attr(tx, owner, raw, self, name)
             if bound is not None:
@@ -67,7 +67,7 @@ class NewObjectValue(DunderProtocol, Value):
         if fallback is not None:
             # what Python calls when the lookup fails: traced (it may raise AttributeError)
             return bind_class_attr(tx, owner, fallback, self, "__getattr__").call(tx, [const(name)], {})
-        raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
+        raise no_attribute(self.cls, name)
 
     def setattr(self, tx, name, value):
         if not custom_setattr(tx, self, name, value):
@@ -82,7 +82,7 @@ class NewObjectValue(DunderProtocol, Value):
 
     def delattr(self, tx, name):
         if name not in self.attrs:
-            raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
+            raise no_attribute(self.cls, name)
         tx.state.side_effects.check_local_write(self, f"attribute {name!r} of {self.describe()}")
         del self.attrs[name]
 
@@ -141,7 +141,7 @@ class ReplayedObjectValue(Value):
         try:
             return self._map(tx, getattr(self.instance, name))
         except AttributeError:
-            raise AttributeMissing(f"{self.cls.__name__} object has no attribute {name!r}")
+            raise no_attribute(self.cls, name)
 
     def call_method(self, tx, name, args, kwargs):
         owner, raw = lookup_class_attr(self.cls, name)
@@ -158,15 +158,55 @@ class ReplayedObjectValue(Value):
     def getitem(self, tx, key):
         return self.call_method(tx, "__getitem__", [key], {})
 
+    # Iteration, len() and bool() are asked of the class first, as CPython asks them: a
+    # protocol the class writes in Python is traced like any method; one it lacks is the
+    # caller's to report (``check_iterable``, ``len``'s own check) or a break, never a
+    # real exception escaping from the fake-holding instance.  Only a C protocol of a
+    # builtin base (a dict's keys, a list's items) runs on the instance itself.
+    def _protocol(self, tx, name: str):
+        """(traced bound method or None, whether the class has ``name`` at all)."""
+        owner, raw = lookup_class_attr(self.cls, name)
+        if isinstance(raw, types.FunctionType):
+            return BoundMethodValue(tx.wrap(raw, None), self), True
+        return None, raw is not None
+
+    def _on_instance(self, what: str, fn):
+        try:
+            return fn(self.instance)
+        except Exception as e:   # noqa: BLE001 - a C protocol Kiln did not model refused
+            raise Unsupported(f"{what} of a {self.cls.__name__} made in the frame raised "
+                              f"{type(e).__name__}: {e}") from None
+
     def unpack(self, tx):
-        return self._map(tx, tuple(self.instance)).unpack(tx) if not isinstance(self.instance, dict) \
-            else self.call_method(tx, "keys", [], {}).unpack(tx)
+        if isinstance(self.instance, dict):
+            return self.call_method(tx, "keys", [], {}).unpack(tx)
+        method, present = self._protocol(tx, "__iter__")
+        if method is not None:
+            return method.call(tx, [], {}).unpack(tx)
+        if not present:
+            raise Unsupported(f"iterating over a {self.cls.__name__} object made in the frame (its class "
+                              f"defines no __iter__; unpacking words the TypeError its own way)")
+        return self._map(tx, self._on_instance("iterating", tuple)).unpack(tx)
 
     def length(self, tx):
-        return len(self.instance)
+        method, present = self._protocol(tx, "__len__")
+        if method is not None:
+            return checked_len(method.call(tx, [], {}).as_constant())
+        if not present:
+            raise_python(TypeError, f"object of type '{type_name(self.cls)}' has no len()")
+        return self._on_instance("len()", len)
 
     def truth(self, tx):
-        return bool(self.instance)
+        for name in ("__bool__", "__len__"):
+            method, present = self._protocol(tx, name)
+            if method is not None:
+                result = method.call(tx, [], {}).as_constant()
+                if name == "__len__":
+                    return checked_len(result) != 0
+                return checked_bool(result)
+            if present:
+                return self._on_instance("bool()", bool)
+        return True
 
     def setattr(self, tx, name, value):
         self._write(tx, "attr", const(name), value)

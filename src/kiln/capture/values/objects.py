@@ -20,7 +20,8 @@ from .attributes import (DELETED, GENERIC_SETATTRS, CMethodValue, attr_source, a
                          bind_class_attr, callable_name, class_attr_source, class_is_trusted, custom_setattr, guard_class_walk,
                          has_custom_getattribute, is_trusted_module, lookup_class_attr, owner_entry_source,
                          pending_write, stored_on_class, traced_class_lookup)
-from .base import AttributeMissing, TracedException, Value, const, raise_python
+from .base import (AttributeMissing, TracedException, Value, checked_bool, checked_len, const, no_attribute,
+                   raise_python)
 from .containers import BoundContainerMethod, ListValue
 from .functions import BoundMethodValue, UserFunctionValue
 from .weakrefs import DEREF, call_real_ref
@@ -55,7 +56,7 @@ class DunderProtocol:
         method = self._dunder(tx, "__len__")
         if method is None:
             raise Unsupported(f"len() of a {self.python_type().__name__} object")
-        return method.call(tx, [], {}).as_constant()
+        return checked_len(method.call(tx, [], {}).as_constant())
 
     def _traced_truth(self, tx):
         """bool() as Python computes it: ``__bool__``, else ``__len__``, else True; traced
@@ -67,7 +68,8 @@ class DunderProtocol:
             method = bind_class_attr(tx, owner, raw, self, name)
             if method is None or isinstance(method, CMethodValue):
                 return None
-            return bool(method.call(tx, [], {}).as_constant())
+            result = method.call(tx, [], {}).as_constant()
+            return checked_bool(result) if name == "__bool__" else checked_len(result) != 0
         return True
 
     def call_method(self, tx, name, args, kwargs):
@@ -127,13 +129,13 @@ class ObjectValue(DunderProtocol, Value):
         traced = self._traced_truth(tx)
         if traced is not None:
             return traced
-        return bool(self.obj) if self.source is None else _guarded_truth(tx, self)
+        return _real_truth(self.obj) if self.source is None else _guarded_truth(tx, self)
 
     def getattr(self, tx, name):
         pending = tx.state.side_effects.pending_attr(self.obj, name)
         if pending is not None:
             if pending is DELETED:
-                raise AttributeMissing(f"{type(self.obj).__name__} object has no attribute {name!r}")
+                raise no_attribute(type(self.obj), name)
             return pending
         se = tx.state.side_effects
         if name == "__dict__" and se.has_pending_attrs(self.obj) or se.dict_mutated_as_container(self.obj):
@@ -146,9 +148,9 @@ class ObjectValue(DunderProtocol, Value):
                                   f"attribute the frame changed")
             try:
                 value = getattr(obj, name)
-            except AttributeError:
+            except AttributeError as e:   # the class's own code said so, in its own words
                 self._guard_missing(tx, name)
-                raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
+                raise AttributeMissing(str(e)) from None
             if isinstance(value, types.MethodType) and value.__self__ is obj:
                 return BoundMethodValue(tx.wrap(value.__func__, None), self)
             return tx.wrap(value, attr_source(self.source, name))
@@ -204,13 +206,13 @@ class ObjectValue(DunderProtocol, Value):
                 raise Unsupported(f"{self.describe()}.{name}: __getattr__ after the frame deleted the class attribute")
             try:
                 value = getattr(obj, name)
-            except AttributeError:
+            except AttributeError as e:   # the class's own code said so, in its own words
                 self._guard_missing(tx, name)
-                raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
+                raise AttributeMissing(str(e)) from None
             return tx.wrap(value, attr_source(self.source, name))
         if not changed:
             self._guard_missing(tx, name)
-        raise AttributeMissing(f"{cls.__name__} object has no attribute {name!r}")
+        raise no_attribute(cls, name)
 
     def _extra_attr(self, tx, name):
         return None
@@ -276,8 +278,18 @@ def _same(tx, a, b) -> bool:
     return bool(tx.apply_operator(operator.eq, a, b).as_constant())
 
 
+def _real_truth(obj) -> bool:
+    """``bool(obj)`` through a C ``__bool__`` / ``__len__`` Kiln does not model: one that
+    raises (a numpy array of several items) may be an extension's own code, so the
+    frame breaks there rather than Kiln guessing the program's exception."""
+    try:
+        return bool(obj)
+    except Exception as e:   # noqa: BLE001 - any refusal becomes a break with its reason
+        raise Unsupported(f"bool() of a {type(obj).__name__} object raised {type(e).__name__}: {e}") from None
+
+
 def _guarded_truth(tx, v: ObjectValue):
-    value = bool(v.obj)
+    value = _real_truth(v.obj)
     tx.state.guards.add("const", v.source, f"bool({{v}}) is {value}", f"bool({v.source.describe()}) is {value}")
     return value
 

@@ -17,7 +17,7 @@ from ... import trace
 from ...exc import AutogradEngineCall, Unsupported
 from ..graph import SYMBOLIC_TYPES, contains_fake
 from ..sources import AsTensorSource, AttrSource, ItemSource, LocalSource
-from .base import AttributeMissing, ConstantValue, Value, bound_attribute_type, const, type_lookup
+from .base import ConstantValue, Value, bound_attribute_type, const, no_attribute, type_lookup
 from .containers import DictValue, ListValue, SliceValue, TupleValue
 from .symbolic import SymNodeValue, size_value
 
@@ -102,7 +102,7 @@ class TensorValue(Value):
             # found on the type, as an instance finds it (not ``hasattr(torch.Tensor, name)``,
             # which also sees what the metaclass defines: ``__call__``, ``mro``)
             return TensorMethodValue(self, name)
-        raise AttributeMissing(f"Tensor has no attribute {name!r}")
+        raise no_attribute(torch.Tensor, name)
 
     def setattr(self, tx, name, value):
         if name == "grad" and self.source is not None and self._fits_grad(value):
