@@ -8,6 +8,8 @@ or be constants.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import itertools
 import types
 from typing import Protocol
@@ -98,20 +100,31 @@ def bound_attribute_type(cls: type, name: str, sample) -> type:
     return type(raw.__get__(sample, type(sample)))
 
 
-_HEAP_TYPE = 1 << 9        # Py_TPFLAGS_HEAPTYPE: the type was made by a class statement
+def _read_tp_name(cls: type):
+    """``cls``'s ``tp_name`` read from the type object (the field after the variable-size
+    object header), or None where that layout does not hold."""
+    raw = ctypes.c_char_p.from_address(id(cls) + 3 * ctypes.sizeof(ctypes.c_ssize_t)).value
+    return raw.decode() if raw else None
+
+
+# Read only where the layout is checked on types whose tp_name is known (a build with
+# another object header, e.g. free-threaded, fails the check and uses __name__).
+_TP_NAME_READABLE = all(_read_tp_name(t) == name for t, name in (
+    (int, "int"), (functools.partial, "functools.partial"), (types.SimpleNamespace, "types.SimpleNamespace")))
 
 
 def type_name(cls: type) -> str:
-    """The name CPython's own error messages give a type: its ``tp_name``.  A class made
-    by a class statement (a heap type) has its ``__name__`` there (``'Tensor'``); a C
-    type has the name its authors wrote, from which CPython derives ``__module__`` (the
-    part before the last dot, ``builtins`` when there is none) and ``__name__``, so it
-    is spelt again from those two (``'torch.dtype'``, ``'functools.partial'``, ``'int'``)."""
+    """The name CPython's own error messages give a type: its ``tp_name``.  Nothing in
+    Python spells it: a class statement's is its ``__name__``, a builtin's the bare
+    name, other C types' carry a module (``'torch.dtype' object is not iterable``,
+    ``'functools.partial'``) or not (``'Tensor'``), as their authors wrote it; no rule
+    on ``__module__`` / flags recovers it for every type (C heap types differ), so it
+    is read from the type object, after checking that layout (``_TP_NAME_READABLE``)."""
     if not isinstance(cls, type):
         cls = type(cls)
-    if cls.__flags__ & _HEAP_TYPE or cls.__module__ == "builtins":
-        return cls.__name__
-    return f"{cls.__module__}.{cls.__name__}"
+    if _TP_NAME_READABLE:
+        return _read_tp_name(cls) or cls.__name__
+    return cls.__name__
 
 
 def no_attribute(cls: type, name: str) -> "AttributeMissing":
