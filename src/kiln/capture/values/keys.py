@@ -14,7 +14,7 @@ import types
 import torch
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, const, raise_python
+from .base import ConstantValue, Value, const, raise_python, type_name
 
 _LITERALS = (int, float, bool, str, bytes, type(None))
 
@@ -39,7 +39,7 @@ def key_of(v: Value, tx=None):
         return frozenset(items)
     hash_fn = _class_entry(t, "__hash__")
     if hash_fn is None:
-        raise_python(TypeError, f"unhashable type: '{t.__name__}'")
+        raise_python(TypeError, f"unhashable type: '{type_name(t)}'")
     if not issubclass(t, torch.Tensor) and (isinstance(hash_fn, types.FunctionType)
                                               or isinstance(_class_entry(t, "__eq__"), types.FunctionType)):
         if tx is None:
