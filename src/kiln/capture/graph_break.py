@@ -12,7 +12,8 @@ from typing import Callable, Protocol
 import torch
 
 from ..exc import Unsupported
-from .instructions import decode, enclosing_loops, exception_table, stack_depths, stack_inputs, stack_outputs
+from .instructions import decode, enclosing_loops, exception_table, exit_of, stack_depths, stack_inputs
+from .opcodes import LAYOUT
 from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, probed, step_code
 from .values.base import NullValue, Value
 from .values.functions import BoundMethodValue, UserFunctionValue
@@ -94,16 +95,17 @@ class BreakPlan:
         self.at = Resumption(self._to_origin(ins.index), layout, names, _self_first(names, self.implicit))
         self.untouched = len(layout) - popped
         self.exits = []
-        if ins.opname not in ("JUMP_FORWARD", "JUMP_BACKWARD", "RAISE_VARARGS", "RERAISE"):
-            self.exits.append(("fall", self._resumption(ins.index + 1, ins, layout, live, names, jump=False)))
+        if ins.opname not in LAYOUT.no_fallthrough:
+            self.exits.append(("fall", self._resumption(ins, layout, live, names, jump=False)))
         if ins.jump_target is not None:
-            self.exits.append(("jump", self._resumption(ins.jump_target, ins, layout, live, names, jump=True)))
+            self.exits.append(("jump", self._resumption(ins, layout, live, names, jump=True)))
         self._compile_callee(tracer, ins)
         # the frame's own cells, in co_cellvars order (they continue as free variables)
         self.cells = [tracer.cells.get(name) for name in code.co_cellvars]
 
-    def _resumption(self, index, ins, layout, live, names, jump):
-        after = layout[:self.untouched] + (True,) * stack_outputs(ins, jump)
+    def _resumption(self, ins, layout, live, names, jump):
+        index, outputs = exit_of(ins, jump)
+        after = layout[:self.untouched] + (True,) * outputs
         kept = tuple(n for n in names if n in live[index] or n in self.implicit)
         target = self._to_origin(index)
         if target is None:
@@ -115,17 +117,14 @@ class BreakPlan:
 
     def _compile_callee(self, tracer, ins):
         """A break at a call: the callee runs as its own compiled frame (breaks and all)."""
-        if ins.opname == "CALL":
-            callable_slot = len(self.stack_values) - ins.arg - 1
-        elif ins.opname == "CALL_FUNCTION_EX":
-            callable_slot = len(self.stack_values) - 2 - (ins.arg & 1)
-        else:
+        slots = LAYOUT.callable_slots(ins.opname, ins.arg or 0, len(self.stack_values))
+        if slots is None:
             return
-        below = callable_slot - 1
-        if below < 0 or not isinstance(self.stack_values[below], NullValue):
+        callable_slot, null_slot = slots
+        if min(slots) < 0 or not isinstance(self.stack_values[null_slot], NullValue):
             return
         target = self.stack_values[callable_slot]
-        if not any(_holds_tensor(v) for v in self.stack_values[callable_slot + 1:]) and \
+        if not any(_holds_tensor(v) for v in self.stack_values[max(slots) + 1:]) and \
                 not isinstance(target, ModuleValue):
             # a callee given no tensors gains nothing from capture (e.g. numpy helpers):
             # it runs as plain Python, and its results are not specialised on
