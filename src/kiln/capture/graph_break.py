@@ -94,6 +94,7 @@ class BreakPlan:
         layout = tuple(not isinstance(v, NullValue) for v in tracer.stack)
         self.at = Resumption(self._to_origin(ins.index), layout, names, _self_first(names, self.implicit))
         self.untouched = len(layout) - popped
+        self.instructions = tracer.instructions
         self.exits = []
         if ins.opname not in LAYOUT.no_fallthrough:
             self.exits.append(("fall", self._resumption(ins, layout, live, names, jump=False)))
@@ -104,7 +105,7 @@ class BreakPlan:
         self.cells = [tracer.cells.get(name) for name in code.co_cellvars]
 
     def _resumption(self, ins, layout, live, names, jump):
-        index, outputs = exit_of(ins, jump)
+        index, outputs = exit_of(self.instructions, ins, jump)
         after = layout[:self.untouched] + (True,) * outputs
         kept = tuple(n for n in names if n in live[index] or n in self.implicit)
         target = self._to_origin(index)

@@ -100,13 +100,29 @@ def stack_outputs(ins, jump: bool) -> int:
     return stack_inputs(ins) + dis.stack_effect(dis.opmap[ins.opname], ins.arg, jump=jump)
 
 
-def exit_of(ins, jump: bool) -> tuple[int, int]:
+_UNCONDITIONAL = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "NOP"})
+
+
+def exit_of(instructions, ins, jump: bool) -> tuple[int, int]:
     """(index the instruction continues at, items it leaves on top of the untouched
     part) for its fall-through or its jump.  An exhausted FOR_ITER has popped its
-    iterator and continues at ``loop_exit``."""
+    iterator and continues at ``loop_exit``.
+
+    Unconditional jumps (and NOPs) on the way are followed: control goes on to where
+    they lead with the stack as it is, so a continuation starts there.  (3.12+ ends a
+    ``while`` loop's test with POP_JUMP_IF_FALSE out of the loop and a JUMP_BACKWARD to
+    the body, where 3.11 had one backward conditional jump: the body's continuation
+    must be the same code whichever way the test was reached.)"""
     if jump and ins.opname == "FOR_ITER":
-        return loop_exit(ins), 0
-    return (ins.jump_target if jump else ins.index + 1), stack_outputs(ins, jump)
+        index, outputs = loop_exit(ins), 0
+    else:
+        index, outputs = (ins.jump_target if jump else ins.index + 1), stack_outputs(ins, jump)
+    seen = set()
+    while index < len(instructions) and instructions[index].opname in _UNCONDITIONAL and index not in seen:
+        seen.add(index)
+        nxt = instructions[index]
+        index = nxt.jump_target if nxt.jump_target is not None else index + 1
+    return index, outputs
 
 
 def loop_exit(ins) -> int:
