@@ -18,6 +18,11 @@ def load_const(tx, ins):
 
 
 def _local(tx, name):
+    cell = tx.cells.get(name)
+    if cell is not None:
+        # a cell variable's fast slot holds its cell (3.13 loads it with LOAD_FAST where
+        # earlier versions had LOAD_CLOSURE, e.g. to build a closure tuple)
+        return cell
     try:
         return tx.locals[name]
     except KeyError:
