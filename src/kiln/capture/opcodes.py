@@ -121,8 +121,9 @@ OPS: tuple = (
     Op("PREP_RERAISE_STAR", None, (V311,), unsupported="except* (exception groups) is not traced"),
     Op("SETUP_ANNOTATIONS", None, unsupported=_CLASS_BODY),
     Op("PRINT_EXPR", None, (V311,), unsupported="only in the interactive interpreter"),
-    Op("MATCH_CLASS", None, unsupported=_MATCH), Op("MATCH_MAPPING", None, unsupported=_MATCH),
-    Op("MATCH_SEQUENCE", None, unsupported=_MATCH), Op("MATCH_KEYS", None, unsupported=_MATCH),
+    # (a break there resumes after it: the step runs the match test as Python)
+    Op("MATCH_CLASS", 3, unsupported=_MATCH), Op("MATCH_MAPPING", 1, unsupported=_MATCH),
+    Op("MATCH_SEQUENCE", 1, unsupported=_MATCH), Op("MATCH_KEYS", 2, unsupported=_MATCH),
     *(Op(n, None, unsupported=_ASYNC) for n in ("GET_AWAITABLE", "BEFORE_ASYNC_WITH", "GET_AITER", "GET_ANEXT",
                                                  "END_ASYNC_FOR")),
     Op("ASYNC_GEN_WRAP", None, (V311,), unsupported=_ASYNC),
