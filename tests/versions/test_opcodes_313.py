@@ -96,3 +96,19 @@ def test_the_cases_use_the_new_opcodes_where_the_version_has_them():
               "SET_FUNCTION_ATTRIBUTE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE",
               "CALL_FUNCTION_EX"} & have
     assert wanted <= used, sorted(wanted - used)
+
+
+def test_truth_of_a_tensor_breaks_and_the_step_converts_it():
+    """3.13's POP_JUMP_IF_* and UNARY_NOT read an exact bool (TO_BOOL before them): a
+    break there on a tensor's truth runs them in a step that converts it first."""
+    from ..breaks.harness import check, randn
+
+    def f(x):
+        y = x * 2
+        flag = not (y.sum() > 0)      # UNARY_NOT of a tensor
+        if y.mean() > 0.1:            # POP_JUMP_IF_FALSE on a tensor
+            y = y + 1
+        return y.relu(), flag
+
+    inputs = [(randn(0, 4),), (-randn(0, 4),), (randn(1, 4),)]
+    check(f, inputs, graphs=3, total_graphs=4, breaks=2, total_breaks=2)

@@ -170,7 +170,8 @@ class Layout:
     loop_exit_skip: int
     loop_exit_fill: tuple          # what a generated jump target must start with for that skip
     send_keeps_receiver: bool      # SEND leaves the sub-iterator for END_SEND (3.12+)
-    jump_needs_bool: bool          # POP_JUMP_IF_TRUE/FALSE test an exact bool (3.13: after TO_BOOL)
+    # instructions that read an exact bool (3.13: the compiler puts TO_BOOL before them)
+    bool_consumers: frozenset
     no_fallthrough: frozenset = field(default_factory=frozenset)
     # instructions that may push NULL: a break there cannot hand its results on
     null_pushers: frozenset = field(default_factory=frozenset)
@@ -226,19 +227,20 @@ _ENDS = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "
 LAYOUTS = {
     V311: Layout(V311, null_above_callable=False, precall=True, call_prefix=("PRECALL", "KW_NAMES"),
                  kw_names_on_stack=False, attr_method_bit=False, compare_shift=0, make_function_flags=True,
-                 loop_exit_skip=0, loop_exit_fill=(), send_keeps_receiver=False, jump_needs_bool=False,
+                 loop_exit_skip=0, loop_exit_fill=(), send_keeps_receiver=False, bool_consumers=frozenset(),
                  no_fallthrough=_ENDS, null_pushers=frozenset({"LOAD_METHOD", "PUSH_NULL"}),
                  null_bit_ops=frozenset({"LOAD_GLOBAL"})),
     V312: Layout(V312, null_above_callable=False, precall=False, call_prefix=("KW_NAMES",),
                  kw_names_on_stack=False, attr_method_bit=True, compare_shift=4, make_function_flags=True,
-                 loop_exit_skip=1, loop_exit_fill=("END_FOR",), send_keeps_receiver=True, jump_needs_bool=False,
+                 loop_exit_skip=1, loop_exit_fill=("END_FOR",), send_keeps_receiver=True, bool_consumers=frozenset(),
                  no_fallthrough=_ENDS | {"RETURN_CONST"},
                  null_pushers=frozenset({"PUSH_NULL", "LOAD_FAST_AND_CLEAR"}),
                  null_bit_ops=frozenset({"LOAD_GLOBAL", "LOAD_ATTR", "LOAD_SUPER_ATTR"})),
     V313: Layout(V313, null_above_callable=True, precall=False, call_prefix=(),
                  kw_names_on_stack=True, attr_method_bit=True, compare_shift=5, make_function_flags=False,
                  loop_exit_skip=2, loop_exit_fill=("END_FOR", "POP_TOP"), send_keeps_receiver=True,
-                 jump_needs_bool=True, no_fallthrough=_ENDS | {"RETURN_CONST"},
+                 bool_consumers=frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "UNARY_NOT"}),
+                 no_fallthrough=_ENDS | {"RETURN_CONST"},
                  null_pushers=frozenset({"PUSH_NULL", "LOAD_FAST_AND_CLEAR"}),
                  null_bit_ops=frozenset({"LOAD_GLOBAL", "LOAD_ATTR", "LOAD_SUPER_ATTR"})),
 }

@@ -296,8 +296,8 @@ def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = 
     items = list(bc)
     items[pos] = new_instr
     first = new_instr
-    if LAYOUT.jump_needs_bool and name in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"):
-        # 3.13's conditional jumps read an exact bool: the frame's TO_BOOL was traced
+    if name in LAYOUT.bool_consumers:
+        # 3.13's conditional jumps and ``not`` read an exact bool: the frame's TO_BOOL was traced
         # (Kiln keeps the value itself, see handlers/stack.py), so the step converts it
         first = Instr("TO_BOOL", location=instr.location)
         items[pos:pos] = [first]
