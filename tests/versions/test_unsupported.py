@@ -48,3 +48,17 @@ def test_type_parameters_break_naming_the_line():
     reason, _line = _reasons()[0]
     assert "typing constructs" in reason, _reasons()
     assert kiln.metrics.breaks[0].location.startswith("<pep695>:3")
+
+
+def test_locals_runs_the_frame_as_python():
+    """``locals()`` (a snapshot since 3.13, PEP 667) reads the frame: called from a step
+    function it would see the step's locals, so the frame runs eagerly, naming the line."""
+    def f(x):
+        y = x * 2
+        names = sorted(locals())
+        return y + 1, names
+
+    inputs = [(randn(0, 3),), (randn(1, 3),)]
+    check(f, inputs, graphs=0, breaks=1, fallbacks=1)
+    assert "locals() reads the frame's locals" in kiln.metrics.breaks[0].reason
+    assert "locals()" in kiln.metrics.breaks[0].source_line

@@ -6,6 +6,8 @@ See resume.py for how the code objects are built.
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 import types
 from typing import Callable, Protocol
 
@@ -77,6 +79,7 @@ class BreakPlan:
         origin, index_map = origin_of(code)
         self._to_origin = (lambda i: i) if index_map is None else index_map.__getitem__
         check_resumable(origin, ins)
+        _check_frame_reader(tracer, ins)
         popped = stack_inputs(ins)
         if popped is None or popped > len(tracer.stack):
             raise Unsupported(f"Kiln cannot resume a frame after a break at {ins.opname}")
@@ -142,6 +145,30 @@ class BreakPlan:
 
     def step_factory(self, fn) -> "StepFactory":
         return StepFactory(self, fn.__globals__)
+
+
+# builtins that read the calling frame's locals: called from a step function they would
+# see the step's (the saved stack, the live locals only), not the frame's
+_FRAME_READERS = {locals: 0, vars: 0, dir: 0, eval: None, exec: None, sys._getframe: None,
+                  inspect.currentframe: None}
+
+
+def _check_frame_reader(tracer, ins) -> None:
+    """A break at a call that reads the frame's locals (``locals()``; PEP 667 made them
+    a snapshot in 3.13, a dict refreshed from the frame before) cannot resume: the frame
+    runs as Python instead."""
+    slots = LAYOUT.callable_slots(ins.opname, ins.arg or 0, len(tracer.stack))
+    if slots is None or min(slots) < 0:
+        return
+    target = tracer.stack[slots[0]]
+    real = getattr(target, "fn", None)
+    try:
+        reads = real in _FRAME_READERS
+    except TypeError:   # unhashable
+        return
+    if reads and (_FRAME_READERS[real] is None or ins.arg == _FRAME_READERS[real]):
+        raise Unsupported(f"{real.__name__}() reads the frame's locals; a graph break there cannot "
+                          f"resume").with_location(*tracer.location())
 
 
 def _implicit_self(code) -> frozenset:
