@@ -13,9 +13,9 @@ from ..exc import Unsupported
 from . import operators
 from .handlers import HANDLERS
 from .hops import subgraph
-from .opcodes import ROWS
 from .instructions import (CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode,
                            exception_table, index_at_offset)
+from .opcodes import ROWS
 from .sources import GlobalSource
 from .values import builder
 from .values.base import TracedException, Value, const
