@@ -4,12 +4,13 @@ Public API only; the machinery lives in the submodules.
 """
 from __future__ import annotations
 
-import sys as _sys
+from .capture import opcodes as _opcodes
 
-if _sys.version_info[:2] != (3, 11):  # pragma: no cover - checked on import
+if not _opcodes.supported():  # pragma: no cover - checked on import
     raise ImportError(
-        f"Kiln supports CPython 3.11 only (bytecode facts are version specific); "
-        f"this is Python {_sys.version_info.major}.{_sys.version_info.minor}"
+        f"Kiln supports CPython {', '.join('%d.%d' % v for v in _opcodes.SUPPORTED_VERSIONS)} "
+        f"(its bytecode facts are a table per version, kiln/capture/opcodes.py); "
+        f"this is Python {_opcodes.RUNNING[0]}.{_opcodes.RUNNING[1]}"
     )
 
 from . import backends, testing  # noqa: E402

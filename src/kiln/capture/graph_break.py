@@ -6,13 +6,16 @@ See resume.py for how the code objects are built.
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 import types
 from typing import Callable, Protocol
 
 import torch
 
 from ..exc import Unsupported
-from .instructions import decode, enclosing_loops, exception_table, stack_depths, stack_inputs, stack_outputs
+from .instructions import decode, enclosing_loops, exception_table, exit_of, stack_depths, stack_inputs
+from .opcodes import LAYOUT
 from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, probed, step_code
 from .values.base import NullValue, Value
 from .values.functions import BoundMethodValue, UserFunctionValue
@@ -76,6 +79,7 @@ class BreakPlan:
         origin, index_map = origin_of(code)
         self._to_origin = (lambda i: i) if index_map is None else index_map.__getitem__
         check_resumable(origin, ins)
+        _check_frame_reader(tracer, ins)
         popped = stack_inputs(ins)
         if popped is None or popped > len(tracer.stack):
             raise Unsupported(f"Kiln cannot resume a frame after a break at {ins.opname}")
@@ -93,17 +97,19 @@ class BreakPlan:
         layout = tuple(not isinstance(v, NullValue) for v in tracer.stack)
         self.at = Resumption(self._to_origin(ins.index), layout, names, _self_first(names, self.implicit))
         self.untouched = len(layout) - popped
+        self.instructions = tracer.instructions
         self.exits = []
-        if ins.opname not in ("JUMP_FORWARD", "JUMP_BACKWARD", "RAISE_VARARGS", "RERAISE"):
-            self.exits.append(("fall", self._resumption(ins.index + 1, ins, layout, live, names, jump=False)))
+        if ins.opname not in LAYOUT.no_fallthrough:
+            self.exits.append(("fall", self._resumption(ins, layout, live, names, jump=False)))
         if ins.jump_target is not None:
-            self.exits.append(("jump", self._resumption(ins.jump_target, ins, layout, live, names, jump=True)))
+            self.exits.append(("jump", self._resumption(ins, layout, live, names, jump=True)))
         self._compile_callee(tracer, ins)
         # the frame's own cells, in co_cellvars order (they continue as free variables)
         self.cells = [tracer.cells.get(name) for name in code.co_cellvars]
 
-    def _resumption(self, index, ins, layout, live, names, jump):
-        after = layout[:self.untouched] + (True,) * stack_outputs(ins, jump)
+    def _resumption(self, ins, layout, live, names, jump):
+        index, outputs = exit_of(self.instructions, ins, jump)
+        after = layout[:self.untouched] + (True,) * outputs
         kept = tuple(n for n in names if n in live[index] or n in self.implicit)
         target = self._to_origin(index)
         if target is None:
@@ -115,17 +121,14 @@ class BreakPlan:
 
     def _compile_callee(self, tracer, ins):
         """A break at a call: the callee runs as its own compiled frame (breaks and all)."""
-        if ins.opname == "CALL":
-            callable_slot = len(self.stack_values) - ins.arg - 1
-        elif ins.opname == "CALL_FUNCTION_EX":
-            callable_slot = len(self.stack_values) - 2 - (ins.arg & 1)
-        else:
+        slots = LAYOUT.callable_slots(ins.opname, ins.arg or 0, len(self.stack_values))
+        if slots is None:
             return
-        below = callable_slot - 1
-        if below < 0 or not isinstance(self.stack_values[below], NullValue):
+        callable_slot, null_slot = slots
+        if min(slots) < 0 or not isinstance(self.stack_values[null_slot], NullValue):
             return
         target = self.stack_values[callable_slot]
-        if not any(_holds_tensor(v) for v in self.stack_values[callable_slot + 1:]) and \
+        if not any(_holds_tensor(v) for v in self.stack_values[max(slots) + 1:]) and \
                 not isinstance(target, ModuleValue):
             # a callee given no tensors gains nothing from capture (e.g. numpy helpers):
             # it runs as plain Python, and its results are not specialised on
@@ -142,6 +145,30 @@ class BreakPlan:
 
     def step_factory(self, fn) -> "StepFactory":
         return StepFactory(self, fn.__globals__)
+
+
+# builtins that read the calling frame's locals: called from a step function they would
+# see the step's (the saved stack, the live locals only), not the frame's
+_FRAME_READERS = {locals: 0, vars: 0, dir: 0, eval: None, exec: None, sys._getframe: None,
+                  inspect.currentframe: None}
+
+
+def _check_frame_reader(tracer, ins) -> None:
+    """A break at a call that reads the frame's locals (``locals()``; PEP 667 made them
+    a snapshot in 3.13, a dict refreshed from the frame before) cannot resume: the frame
+    runs as Python instead."""
+    slots = LAYOUT.callable_slots(ins.opname, ins.arg or 0, len(tracer.stack))
+    if slots is None or min(slots) < 0:
+        return
+    target = tracer.stack[slots[0]]
+    real = getattr(target, "fn", None)
+    try:
+        reads = real in _FRAME_READERS
+    except TypeError:   # unhashable
+        return
+    if reads and (_FRAME_READERS[real] is None or ins.arg == _FRAME_READERS[real]):
+        raise Unsupported(f"{real.__name__}() reads the frame's locals; a graph break there cannot "
+                          f"resume").with_location(*tracer.location())
 
 
 def _implicit_self(code) -> frozenset:

@@ -1,24 +1,16 @@
-"""CPython bytecode facts, in one place.
+"""Decoded instructions and the flow facts derived from them (stack depths, loops).
 
-Kiln targets CPython 3.11.  Everything that depends on the bytecode version (how
-instructions are decoded, which opcodes jump, the calling convention's NULL slot,
-the binary-operator table) lives here so another version is one more table, not an
-edit across the interpreter.
+What differs between CPython versions is data in ``opcodes`` (the version table);
+this module reads it, so the functions here serve every supported version.
 """
 from __future__ import annotations
 
 import dis
-import sys
 from dataclasses import dataclass
 
-SUPPORTED_VERSIONS = ((3, 11),)
+from .opcodes import HAS_ARG, JUMP_OPCODES, LAYOUT, ROWS, SUPPORTED_VERSIONS, check_version
 
-
-def check_version() -> None:
-    if sys.version_info[:2] not in SUPPORTED_VERSIONS:
-        raise RuntimeError(f"Kiln's bytecode interpreter supports CPython "
-                           f"{', '.join('.'.join(map(str, v)) for v in SUPPORTED_VERSIONS)}; "
-                           f"this is {sys.version_info.major}.{sys.version_info.minor}")
+_ = (SUPPORTED_VERSIONS, check_version)   # re-exported: callers ask this module
 
 
 @dataclass(frozen=True)
@@ -33,10 +25,10 @@ class Instr:
     jump_target: int | None  # index of the target instruction for jumps
 
 
-# BINARY_OP's argument -> operator symbol (3.11: Include/opcode.h NB_* order)
+# BINARY_OP's argument -> operator symbol (Include/opcode.h NB_* order, as dis lists it)
 BINARY_OP_SYMBOLS = [symbol for _, symbol in dis._nb_ops]  # e.g. ("NB_ADD", "+") -> "+"
 
-JUMP_OPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+JUMP_OPS = JUMP_OPCODES
 
 
 def decode(code) -> list[Instr]:
@@ -92,52 +84,51 @@ def stack_inputs(ins) -> int | None:
     """How many stack items an instruction consumes (None: Kiln does not know).
 
     Needed to resume after a graph break: the items below these are untouched by the
-    breaking instruction and are handed to the continuation unchanged.
-    """
-    name, arg = ins.opname, ins.arg or 0
-    fixed = {
-        "POP_TOP": 1, "BINARY_OP": 2, "COMPARE_OP": 2, "IS_OP": 2, "CONTAINS_OP": 2, "BINARY_SUBSCR": 2,
-        "STORE_SUBSCR": 3, "DELETE_SUBSCR": 2, "STORE_ATTR": 2, "DELETE_ATTR": 1, "LOAD_ATTR": 1,
-        "UNARY_NEGATIVE": 1, "UNARY_POSITIVE": 1, "UNARY_NOT": 1, "UNARY_INVERT": 1, "GET_ITER": 1,
-        "UNPACK_SEQUENCE": 1, "UNPACK_EX": 1, "STORE_FAST": 1, "STORE_GLOBAL": 1, "STORE_DEREF": 1,
-        "LOAD_CONST": 0, "LOAD_FAST": 0, "LOAD_DEREF": 0, "LOAD_CLOSURE": 0, "DELETE_FAST": 0,
-        "BEFORE_WITH": 1, "IMPORT_NAME": 2, "IMPORT_FROM": 0, "LIST_TO_TUPLE": 1, "GET_LEN": 0,
-        "LIST_APPEND": 1, "SET_ADD": 1, "MAP_ADD": 2, "LIST_EXTEND": 1, "SET_UPDATE": 1, "DICT_UPDATE": 1,
-        "DICT_MERGE": 1, "POP_JUMP_FORWARD_IF_TRUE": 1, "POP_JUMP_FORWARD_IF_FALSE": 1,
-        "POP_JUMP_BACKWARD_IF_TRUE": 1, "POP_JUMP_BACKWARD_IF_FALSE": 1, "POP_JUMP_FORWARD_IF_NONE": 1,
-        "POP_JUMP_FORWARD_IF_NOT_NONE": 1, "POP_JUMP_BACKWARD_IF_NONE": 1, "POP_JUMP_BACKWARD_IF_NOT_NONE": 1,
-        "JUMP_IF_TRUE_OR_POP": 1, "JUMP_IF_FALSE_OR_POP": 1, "FOR_ITER": 1, "NOP": 0,
-    }
-    if name in fixed:
-        return fixed[name]
-    if name == "CALL":
-        return arg + 2
-    if name == "CALL_FUNCTION_EX":
-        return 3 + (arg & 1)
-    if name in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET", "BUILD_STRING"):
-        return arg
-    if name == "BUILD_MAP":
-        return 2 * arg
-    if name == "BUILD_CONST_KEY_MAP":
-        return arg + 1
-    if name == "BUILD_SLICE":
-        return arg
-    if name == "FORMAT_VALUE":
-        return 2 if arg & 0x04 else 1
-    if name == "MAKE_FUNCTION":
-        return 1 + bin(arg & 0x0F).count("1")
-    return None
+    breaking instruction and are handed to the continuation unchanged.  The counts are
+    the version table's (``opcodes.OPS``)."""
+    row = ROWS.get(ins.opname)
+    if row is None or row.inputs is None:
+        return None
+    return row.inputs(ins.arg or 0) if callable(row.inputs) else row.inputs
 
 
 def stack_outputs(ins, jump: bool) -> int:
     """How many items an instruction leaves on top of the untouched part of the stack."""
-    if ins.opname == "CALL":   # 3.11 books most of CALL's effect on PRECALL
-        return 1
+    row = ROWS[ins.opname]
+    if row.outputs is not None:
+        return row.outputs
     return stack_inputs(ins) + dis.stack_effect(dis.opmap[ins.opname], ins.arg, jump=jump)
 
 
-_ENDS_BLOCK = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
-                         "JUMP_BACKWARD_NO_INTERRUPT"})
+_UNCONDITIONAL = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "NOP"})
+
+
+def exit_of(instructions, ins, jump: bool) -> tuple[int, int]:
+    """(index the instruction continues at, items it leaves on top of the untouched
+    part) for its fall-through or its jump.  An exhausted FOR_ITER has popped its
+    iterator and continues at ``loop_exit``.
+
+    Unconditional jumps (and NOPs) on the way are followed: control goes on to where
+    they lead with the stack as it is, so a continuation starts there.  (3.12+ ends a
+    ``while`` loop's test with POP_JUMP_IF_FALSE out of the loop and a JUMP_BACKWARD to
+    the body, where 3.11 had one backward conditional jump: the body's continuation
+    must be the same code whichever way the test was reached.)"""
+    if jump and ins.opname == "FOR_ITER":
+        index, outputs = loop_exit(ins), 0
+    else:
+        index, outputs = (ins.jump_target if jump else ins.index + 1), stack_outputs(ins, jump)
+    seen = set()
+    while index < len(instructions) and instructions[index].opname in _UNCONDITIONAL and index not in seen:
+        seen.add(index)
+        nxt = instructions[index]
+        index = nxt.jump_target if nxt.jump_target is not None else index + 1
+    return index, outputs
+
+
+def loop_exit(ins) -> int:
+    """Where an exhausted FOR_ITER continues: its target, or past the loop's cleanup
+    (``Layout.loop_exit_skip``); the iterator is popped either way."""
+    return ins.jump_target + LAYOUT.loop_exit_skip
 
 
 def stack_depths(code, instructions) -> list:
@@ -157,9 +148,9 @@ def stack_depths(code, instructions) -> list:
         ins = instructions[work.pop()]
         depth = depths[ins.index]
         opcode = dis.opmap[ins.opname]
-        arg = ins.arg if opcode >= dis.HAVE_ARGUMENT else None
+        arg = ins.arg if opcode in HAS_ARG else None
         edges = []
-        if ins.opname not in _ENDS_BLOCK and ins.index + 1 < len(instructions):
+        if ins.opname not in LAYOUT.no_fallthrough and ins.index + 1 < len(instructions):
             edges.append((ins.index + 1, depth + dis.stack_effect(opcode, arg, jump=False)))
         if ins.jump_target is not None:
             edges.append((ins.jump_target, depth + dis.stack_effect(opcode, arg, jump=True)))
@@ -175,9 +166,10 @@ def stack_depths(code, instructions) -> list:
 
 def enclosing_loops(instructions, depths, index: int) -> tuple:
     """The stack slots of the iterators of the ``for`` loops whose body holds
-    instruction ``index``, innermost first.  In 3.11 a loop is ``FOR_ITER`` (jumping
-    past the loop when the iterator runs out), its body, and the ``JUMP_BACKWARD`` to
-    it; the iterator stays on the stack below everything the body pushes."""
+    instruction ``index``, innermost first.  A loop is ``FOR_ITER`` (jumping to the
+    loop's end when the iterator runs out: past it in 3.11, to its END_FOR in 3.12+),
+    its body, and the ``JUMP_BACKWARD`` to it; the iterator stays on the stack below
+    everything the body pushes."""
     slots = []
     for ins in instructions[:index]:
         if ins.opname == "FOR_ITER" and ins.jump_target is not None and index < ins.jump_target \

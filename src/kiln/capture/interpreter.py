@@ -15,6 +15,7 @@ from .handlers import HANDLERS
 from .hops import subgraph
 from .instructions import (CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode,
                            exception_table, index_at_offset)
+from .opcodes import ROWS
 from .sources import GlobalSource
 from .values import builder
 from .values.base import TracedException, Value, const
@@ -37,6 +38,12 @@ def decoded(code):
     if ins is None:
         ins = _DECODED[code] = decode(code)
     return ins
+
+
+def _unsupported(reason: str):
+    def handler(tx, ins):
+        raise Unsupported(reason)
+    return handler
 
 
 class BreakHere(Exception):
@@ -105,7 +112,9 @@ class Tracer:
         self.state.tick()
         handler = HANDLERS.get(ins.opname)
         if handler is None:
-            raise Unsupported(f"bytecode {ins.opname} is not supported yet")
+            row = ROWS.get(ins.opname)
+            why = row.unsupported if row is not None and row.unsupported else "not supported yet"
+            handler = _unsupported(f"bytecode {ins.opname}: {why}")
         try:
             handler(self, ins)
             if self.state.builder.symbolic_inputs:

@@ -7,10 +7,13 @@ table intact.  Where ``k`` would continue (its fall-through and/or its jump targ
 the step function instead calls a *continuation*: another copy of the code whose
 prologue restores the stack and jumps to that offset.  Continuations are wrapped
 with ``kiln.compile`` and so are captured on their first call and cached like any
-frame.  Stack slots holding 3.11's NULL are recreated with PUSH_NULL.
+frame.  Stack slots holding a NULL (the calling convention's, or a comprehension's
+saved unbound name) are recreated with PUSH_NULL.
 
-Everything that depends on the bytecode version lives in ``instructions.py``; the
-code objects here are built with the ``bytecode`` package.
+How generated code must be laid out for the running version (the call sequence and
+its NULL slot, what a loop's exit target holds, what a conditional jump reads) is the
+version table's (``opcodes.Layout``); the code objects here are built with the
+``bytecode`` package.
 """
 from __future__ import annotations
 
@@ -20,12 +23,8 @@ from dataclasses import dataclass
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..exc import Unsupported
-from .instructions import exception_table
-
-_NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
-                             "JUMP_BACKWARD_NO_INTERRUPT"})
-# Instructions that push NULL: their results cannot be saved into locals.
-_PUSHES_NULL = frozenset({"LOAD_METHOD", "PUSH_NULL", "LOAD_GLOBAL"})
+from .instructions import exception_table, stack_inputs
+from .opcodes import LAYOUT, local_accesses
 
 
 # -- liveness -------------------------------------------------------------------------------
@@ -40,7 +39,7 @@ def live_locals(code, instructions) -> list[frozenset]:
     succs: list[list[int]] = []
     for ins in instructions:
         s = []
-        if ins.opname not in _NO_FALLTHROUGH and ins.index + 1 < n:
+        if ins.opname not in LAYOUT.no_fallthrough and ins.index + 1 < n:
             s.append(ins.index + 1)
         if ins.jump_target is not None:
             s.append(ins.jump_target)
@@ -56,12 +55,9 @@ def live_locals(code, instructions) -> list[frozenset]:
         changed = False
         for ins in reversed(instructions):
             out = frozenset().union(*(live_in[j] for j in succs[ins.index])) if succs[ins.index] else frozenset()
-            if ins.opname in ("LOAD_FAST", "LOAD_FAST_CHECK"):
-                new = out | {ins.argval}
-            elif ins.opname in ("STORE_FAST", "DELETE_FAST"):
-                new = out - {ins.argval}
-            else:
-                new = out
+            new = out
+            for kind, name in reversed(local_accesses(ins.opname, ins.argval)):
+                new = new | {name} if kind == "r" else new - {name}
             if new != live_in[ins.index]:
                 live_in[ins.index] = new
                 changed = True
@@ -276,21 +272,20 @@ def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = 
         produced = len(res.stack) - untouched
         temps = [f"___res{n}_{j}" for j in range(produced)]
         stubs.append(label)
+        if kind == "jump" and instr.name == "FOR_ITER":
+            # an exhausted FOR_ITER skips what the compiler puts at a loop's end (3.12+)
+            stubs += [Instr(fill) for fill in LAYOUT.loop_exit_fill]
         stubs += [Instr("STORE_FAST", t) for t in reversed(temps)]
         kept = len(res.stack) - produced
         args = [f"___stack{i}" for i, v in enumerate(res.stack[:kept]) if v]
         args = res.order(args + temps, list(res.names))
-        stubs.append(Instr("PUSH_NULL"))
+        cont = [("LOAD_FAST", f"___cont{n}")]
         if res.loops:
             # ``___cont{n}`` is a picker: given the loops' iterators, it returns the continuation
             iterators = [f"___stack{s}" if s < kept else temps[s - kept] for s in res.loops]
-            stubs += [Instr("PUSH_NULL"), Instr("LOAD_FAST", f"___cont{n}")]
-            stubs += [Instr("LOAD_FAST", it) for it in iterators]
-            stubs += [Instr("PRECALL", len(iterators)), Instr("CALL", len(iterators))]
-        else:
-            stubs.append(Instr("LOAD_FAST", f"___cont{n}"))
-        stubs += [Instr("LOAD_FAST", a) for a in args]
-        stubs += [Instr("PRECALL", len(args)), Instr("CALL", len(args)), Instr("RETURN_VALUE")]
+            cont = LAYOUT.call_sequence(cont, [("LOAD_FAST", it) for it in iterators])
+        seq = LAYOUT.call_sequence(cont, [("LOAD_FAST", a) for a in args]) + [("RETURN_VALUE", None)]
+        stubs += [Instr(op) if arg is None else Instr(op, arg) for op, arg in seq]
         stub_stack = max(stub_stack, len(at.stack) + produced + 3 + max(len(args), len(res.loops)))
     name = instr.name
     arg = instr.arg
@@ -300,14 +295,21 @@ def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = 
     new_instr = Instr(name, arg, location=instr.location)
     items = list(bc)
     items[pos] = new_instr
+    first = new_instr
+    if name in LAYOUT.bool_consumers:
+        # 3.13's conditional jumps and ``not`` read an exact bool: the frame's TO_BOOL was traced
+        # (Kiln keeps the value itself, see handlers/stack.py), so the step converts it
+        first = Instr("TO_BOOL", location=instr.location)
+        items[pos:pos] = [first]
+        pos += 1
     tail = [Instr("JUMP_FORWARD", labels["fall"])] if "fall" in labels else []
     items[pos + 1:pos + 1] = tail
     items.extend(stubs)
-    # 3.11 passes keyword names to CALL through a preceding KW_NAMES (PRECALL sits
-    # between them): start there so the call sees its keywords
-    first, back = new_instr, pos - 1
+    # 3.11/3.12 pass keyword names to CALL through a preceding KW_NAMES (3.11's PRECALL
+    # sits between them): start there so the call sees its keywords
+    back = pos - 1
     while new_instr.name == "CALL" and back >= 0 and isinstance(items[back], Instr) \
-            and items[back].name in ("PRECALL", "KW_NAMES"):
+            and items[back].name in LAYOUT.call_prefix:
         first, back = items[back], back - 1
     start = Label()
     params = [f"___cont{n}" for n in range(len(exits))] + at.params()
@@ -316,7 +318,7 @@ def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = 
     # may need the lower slots, so there everything is pushed
     skip = 0 if in_try else untouched
     origin = {id(bc[p]): i for i, p in enumerate(positions)}
-    origin[id(new_instr)] = at.index
+    origin[id(new_instr)] = origin[id(first)] = at.index
     return _build(bc, items, (first, start), _prologue(at, start, skip), resume_pos, params, code,
                   f"step_at_{at.index}", stub_stack, origin)
 
@@ -324,5 +326,7 @@ def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = 
 def check_resumable(code, ins) -> None:
     if code.co_flags & 0x20:
         raise Unsupported(f"{code.co_name} is a generator; Kiln cannot resume it after a graph break")
-    if ins.opname in _PUSHES_NULL or ins.opname in ("RETURN_VALUE", "YIELD_VALUE", "KW_NAMES", "PRECALL"):
+    # a result that may be NULL cannot be handed on; an instruction whose inputs the table
+    # does not count (returns, yields, a call's KW_NAMES/PRECALL) has nothing to resume
+    if LAYOUT.pushes_null(ins.opname, ins.arg) or stack_inputs(ins) is None:
         raise Unsupported(f"cannot resume after {ins.opname}")

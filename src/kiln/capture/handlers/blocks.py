@@ -82,10 +82,6 @@ def with_except_start(tx, ins):
     tx.push(result)
 
 
-def unsupported_op(tx, ins):
-    raise Unsupported(f"bytecode {ins.opname} is not supported")
-
-
 TABLE = {
     "BEFORE_WITH": before_with,
     "RAISE_VARARGS": raise_varargs,
@@ -94,14 +90,4 @@ TABLE = {
     "POP_EXCEPT": pop_except,
     "RERAISE": reraise,
     "WITH_EXCEPT_START": with_except_start,
-    "CHECK_EG_MATCH": unsupported_op,
-    "PREP_RERAISE_STAR": unsupported_op,
-    "SETUP_ANNOTATIONS": unsupported_op,
-    "GET_AWAITABLE": unsupported_op,
-    "BEFORE_ASYNC_WITH": unsupported_op,
-    "MATCH_CLASS": unsupported_op,
-    "MATCH_MAPPING": unsupported_op,
-    "MATCH_SEQUENCE": unsupported_op,
-    "MATCH_KEYS": unsupported_op,
-    "PRINT_EXPR": unsupported_op,
 }

@@ -3,6 +3,7 @@ loops are unrolled over iterators whose items are known."""
 from __future__ import annotations
 
 from ...exc import Unsupported
+from ..instructions import loop_exit
 from ..values.base import ConstantValue
 from ..values.iterators import IteratorValue, as_iterator
 
@@ -51,7 +52,7 @@ def for_iter(tx, ins):
     item = it.next(tx)
     if item is None:
         tx.pop()
-        tx.jump(ins)
+        tx.ip = loop_exit(ins)
     else:
         tx.push(item)
 
@@ -68,6 +69,10 @@ TABLE = {
     "POP_JUMP_BACKWARD_IF_NONE": _pop_jump_if_none(True),
     "POP_JUMP_FORWARD_IF_NOT_NONE": _pop_jump_if_none(False),
     "POP_JUMP_BACKWARD_IF_NOT_NONE": _pop_jump_if_none(False),
+    "POP_JUMP_IF_TRUE": _pop_jump_if(True),
+    "POP_JUMP_IF_FALSE": _pop_jump_if(False),
+    "POP_JUMP_IF_NONE": _pop_jump_if_none(True),
+    "POP_JUMP_IF_NOT_NONE": _pop_jump_if_none(False),
     "JUMP_IF_TRUE_OR_POP": _jump_if_or_pop(True),
     "JUMP_IF_FALSE_OR_POP": _jump_if_or_pop(False),
     "GET_ITER": get_iter,

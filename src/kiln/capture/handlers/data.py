@@ -5,9 +5,11 @@ import operator
 
 from ...exc import Unsupported
 from ..instructions import BINARY_OP_SYMBOLS
+from ..opcodes import INTRINSIC_1, INTRINSIC_2, LAYOUT
 from ..operators import BINARY_OPS, COMPARE_OPS, INPLACE_OPS, binary, compare, contains, identical, inplace, unary
 from ..values.base import ConstantValue, const
 from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of, set_items
+from ..values.exceptions import ExceptionValue
 
 
 def binary_op(tx, ins):
@@ -23,7 +25,8 @@ def binary_op(tx, ins):
 def compare_op(tx, ins):
     b = tx.pop()
     a = tx.pop()
-    tx.push(compare(tx, COMPARE_OPS[ins.argval], a, b))
+    # 3.13's bit 16 (convert the result to bool) needs nothing: branches ask for truth
+    tx.push(compare(tx, COMPARE_OPS[LAYOUT.compare_op(ins.arg)], a, b))
 
 
 def is_op(tx, ins):
@@ -96,20 +99,29 @@ def build_slice(tx, ins):
     tx.push(const(s.as_constant()) if s.is_constant() else s)
 
 
+def _building(tx, ins):
+    """The container a comprehension builds.  In 3.12+ (PEP 709) a continuation after a
+    break inside a comprehension receives it as an input: then its growth is a write."""
+    target = tx.stack[-ins.arg]
+    if target.source is not None:
+        tx.state.side_effects.mutated(target)
+    return target
+
+
 def list_append(tx, ins):
     v = tx.pop()
-    tx.stack[-ins.arg].items.append(v)
+    _building(tx, ins).items.append(v)
 
 
 def set_add(tx, ins):
     v = tx.pop()
-    tx.stack[-ins.arg].items.setdefault(key_of(v, tx), v)
+    _building(tx, ins).items.setdefault(key_of(v, tx), v)
 
 
 def map_add(tx, ins):
     v = tx.pop()
     k = tx.pop()
-    _put(tx, tx.stack[-ins.arg], k, v)
+    _put(tx, _building(tx, ins), k, v)
 
 
 def list_extend(tx, ins):
@@ -133,7 +145,7 @@ def dict_update(tx, ins):
         return
     keys = other.call_method(tx, "keys", [], {}).unpack(tx)
     for k in keys:
-        _put(target, k, other.getitem(tx, k))
+        _put(tx, target, k, other.getitem(tx, k))
 
 
 def list_to_tuple(tx, ins):
@@ -159,20 +171,68 @@ def unpack_ex(tx, ins):
         tx.push(v)
 
 
+_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}   # f"{x!s}", f"{x!r}", f"{x!a}"
+
+
+def _constant(v, what: str):
+    if not v.is_constant():
+        raise Unsupported(f"{what} {v.describe()} into a string")
+    return v.as_constant()
+
+
+def _formatted(v, conversion: int, spec: str):
+    value = _constant(v, "formatting")
+    fn = _CONVERSIONS[conversion]
+    return const(format(value if fn is None else fn(value), spec))
+
+
 def format_value(tx, ins):
+    """3.11/3.12: conversion and spec in one instruction."""
     spec = tx.pop().as_constant() if ins.arg & 0x04 else ""
     v = tx.pop()
-    conv = ins.arg & 0x03
-    if not v.is_constant():
-        raise Unsupported(f"formatting {v.describe()} into a string")
-    value = v.as_constant()
-    if conv == 1:
-        value = str(value)
-    elif conv == 2:
-        value = repr(value)
-    elif conv == 3:
-        value = ascii(value)
-    tx.push(const(format(value, spec)))
+    tx.push(_formatted(v, ins.arg & 0x03, spec))
+
+
+def convert_value(tx, ins):
+    """3.13: ``!s``/``!r``/``!a`` on their own (a later FORMAT_* formats the string)."""
+    tx.push(const(_CONVERSIONS[ins.arg](_constant(tx.pop(), "converting"))))
+
+
+def format_simple(tx, ins):
+    tx.push(_formatted(tx.pop(), 0, ""))
+
+
+def format_with_spec(tx, ins):
+    spec = tx.pop().as_constant()
+    tx.push(_formatted(tx.pop(), 0, spec))
+
+
+def _stopiteration_error(tx, v):
+    """A generator's StopIteration leaving its frame becomes RuntimeError (PEP 479)."""
+    if isinstance(v, ExceptionValue) and issubclass(v.cls, StopIteration):
+        return ExceptionValue(RuntimeError, [const("generator raised StopIteration")])
+    return v
+
+
+_INTRINSIC_1_HANDLERS = {
+    "stopiteration_error": _stopiteration_error,
+    "unary_positive": lambda tx, v: unary(tx, operator.pos, v),
+    "list_to_tuple": lambda tx, v: TupleValue(v.unpack(tx)),
+}
+
+
+def call_intrinsic_1(tx, ins):
+    """3.12+: what 3.11 had as UNARY_POSITIVE, LIST_TO_TUPLE and more; the version
+    table names each intrinsic (``opcodes.INTRINSIC_1``)."""
+    what = INTRINSIC_1.get(ins.arg, f"intrinsic {ins.arg}")
+    handler = _INTRINSIC_1_HANDLERS.get(what)
+    if handler is None:
+        raise Unsupported(f"CALL_INTRINSIC_1 {ins.arg}: {what}")
+    tx.push(handler(tx, tx.pop()))
+
+
+def call_intrinsic_2(tx, ins):
+    raise Unsupported(f"CALL_INTRINSIC_2 {ins.arg}: {INTRINSIC_2.get(ins.arg, 'unknown intrinsic')}")
 
 
 def get_len(tx, ins):
@@ -206,5 +266,10 @@ TABLE = {
     "UNPACK_SEQUENCE": unpack_sequence,
     "UNPACK_EX": unpack_ex,
     "FORMAT_VALUE": format_value,
+    "CONVERT_VALUE": convert_value,
+    "FORMAT_SIMPLE": format_simple,
+    "FORMAT_WITH_SPEC": format_with_spec,
+    "CALL_INTRINSIC_1": call_intrinsic_1,
+    "CALL_INTRINSIC_2": call_intrinsic_2,
     "GET_LEN": get_len,
 }

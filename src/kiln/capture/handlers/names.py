@@ -4,35 +4,82 @@ from __future__ import annotations
 import importlib
 
 from ...exc import Unsupported
+from ..opcodes import LAYOUT
 from ..sources import GlobalSource
-from ..values.base import NULL, AttributeMissing, ConstantValue, const, raise_python
+from ..values.base import NULL, AttributeMissing, ConstantValue, NullValue, const, raise_python
 from ..values.builder import wrap
+from ..values.containers import SliceValue
 from ..values.functions import CellValue
+from ..values.super_value import make_super
 
 
 def load_const(tx, ins):
     tx.push(const(ins.argval))
 
 
-def load_fast(tx, ins):
+def _local(tx, name):
+    cell = tx.cells.get(name)
+    if cell is not None:
+        # a cell variable's fast slot holds its cell (3.13 loads it with LOAD_FAST where
+        # earlier versions had LOAD_CLOSURE, e.g. to build a closure tuple)
+        return cell
     try:
-        tx.push(tx.locals[ins.argval])
+        return tx.locals[name]
     except KeyError:
-        raise Unsupported(f"local variable {ins.argval!r} referenced before assignment (UnboundLocalError)")
+        raise Unsupported(f"local variable {name!r} referenced before assignment (UnboundLocalError)")
+
+
+def _store(tx, name, value):
+    if isinstance(value, NullValue):   # 3.12+: an inlined comprehension restores an unbound name
+        tx.locals.pop(name, None)
+    else:
+        tx.locals[name] = value
+
+
+def load_fast(tx, ins):
+    tx.push(_local(tx, ins.argval))
 
 
 def store_fast(tx, ins):
-    tx.locals[ins.argval] = tx.pop()
+    _store(tx, ins.argval, tx.pop())
+
+
+def load_fast_and_clear(tx, ins):
+    """3.12+ (PEP 709): an inlined comprehension saves a name it binds (NULL if unbound)."""
+    tx.push(tx.locals.pop(ins.argval, NULL))
+
+
+def load_fast_load_fast(tx, ins):
+    first, second = ins.argval
+    tx.push(_local(tx, first))
+    tx.push(_local(tx, second))
+
+
+def store_fast_load_fast(tx, ins):
+    stored, loaded = ins.argval
+    _store(tx, stored, tx.pop())
+    tx.push(_local(tx, loaded))
+
+
+def store_fast_store_fast(tx, ins):
+    first, second = ins.argval
+    _store(tx, first, tx.pop())
+    _store(tx, second, tx.pop())
 
 
 def delete_fast(tx, ins):
     tx.locals.pop(ins.argval, None)
 
 
+def _push_maybe_callable(tx, value, for_call: bool):
+    """A load whose argument's low bit asks for a callable leaves the NULL slot too,
+    below or above the value as the version's calling convention has it."""
+    for v in LAYOUT.with_null(value, NULL) if for_call else [value]:
+        tx.push(v)
+
+
 def load_global(tx, ins):
-    if ins.opname == "LOAD_GLOBAL" and ins.arg & 1:
-        tx.push(NULL)
-    tx.push(tx.load_global(ins.argval))
+    _push_maybe_callable(tx, tx.load_global(ins.argval), bool(ins.arg & 1))
 
 
 def store_global(tx, ins):
@@ -78,14 +125,28 @@ def _getattr_or_raise(tx, obj, name):
 
 
 def load_attr(tx, ins):
+    """``obj.name``; in 3.12+ the argument's low bit asks for a method (3.11: LOAD_METHOD),
+    pushed as the bound method and a NULL (Kiln binds methods itself)."""
     obj = tx.pop()
-    tx.push(_getattr_or_raise(tx, obj, ins.argval))
+    _push_maybe_callable(tx, _getattr_or_raise(tx, obj, ins.argval), LAYOUT.attr_method_bit and bool(ins.arg & 1))
 
 
 def load_method(tx, ins):
     obj = tx.pop()
-    tx.push(NULL)
-    tx.push(_getattr_or_raise(tx, obj, ins.argval))
+    _push_maybe_callable(tx, _getattr_or_raise(tx, obj, ins.argval), True)
+
+
+def load_super_attr(tx, ins):
+    """3.12+: ``super().name`` and ``super(cls, obj).name`` in one instruction, over
+    [global super, cls, self]; bit 0 asks for a method, bit 1 marks the two-argument form."""
+    obj = tx.pop()
+    cls = tx.pop()
+    global_super = tx.pop()
+    if getattr(global_super, "fn", None) is super:
+        sup = make_super(tx, [cls, obj])
+    else:   # ``super`` rebound: CPython calls whatever it is, as the source wrote the call
+        sup = global_super.call(tx, [cls, obj] if ins.arg & 2 else [], {})
+    _push_maybe_callable(tx, _getattr_or_raise(tx, sup, ins.argval), bool(ins.arg & 1))
 
 
 def store_attr(tx, ins):
@@ -116,6 +177,27 @@ def delete_subscr(tx, ins):
     tx.pop().delitem(tx, key)
 
 
+def _slice(tx, start, stop):
+    s = SliceValue(start, stop, const(None))
+    return const(s.as_constant()) if s.is_constant() else s
+
+
+def binary_slice(tx, ins):
+    """3.12+: ``container[start:stop]`` without building the slice on the stack."""
+    stop = tx.pop()
+    start = tx.pop()
+    container = tx.pop()
+    tx.push(container.getitem(tx, _slice(tx, start, stop)))
+
+
+def store_slice(tx, ins):
+    stop = tx.pop()
+    start = tx.pop()
+    container = tx.pop()
+    value = tx.pop()
+    container.setitem(tx, _slice(tx, start, stop), value)
+
+
 def import_name(tx, ins):
     fromlist = tx.pop()
     level = tx.pop()
@@ -143,7 +225,12 @@ def load_assertion_error(tx, ins):
 TABLE = {
     "LOAD_CONST": load_const,
     "LOAD_FAST": load_fast,
+    "LOAD_FAST_CHECK": load_fast,
+    "LOAD_FAST_AND_CLEAR": load_fast_and_clear,
+    "LOAD_FAST_LOAD_FAST": load_fast_load_fast,
     "STORE_FAST": store_fast,
+    "STORE_FAST_LOAD_FAST": store_fast_load_fast,
+    "STORE_FAST_STORE_FAST": store_fast_store_fast,
     "DELETE_FAST": delete_fast,
     "LOAD_GLOBAL": load_global,
     "STORE_GLOBAL": store_global,
@@ -156,11 +243,14 @@ TABLE = {
     "DELETE_DEREF": delete_deref,
     "LOAD_ATTR": load_attr,
     "LOAD_METHOD": load_method,
+    "LOAD_SUPER_ATTR": load_super_attr,
     "STORE_ATTR": store_attr,
     "DELETE_ATTR": delete_attr,
     "BINARY_SUBSCR": binary_subscr,
     "STORE_SUBSCR": store_subscr,
     "DELETE_SUBSCR": delete_subscr,
+    "BINARY_SLICE": binary_slice,
+    "STORE_SLICE": store_slice,
     "IMPORT_NAME": import_name,
     "IMPORT_FROM": import_from,
     "LOAD_ASSERTION_ERROR": load_assertion_error,

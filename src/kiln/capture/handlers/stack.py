@@ -1,6 +1,7 @@
 """Pure stack shuffling and no-ops."""
 from __future__ import annotations
 
+from ..instructions import stack_inputs
 from ..values.base import NULL
 
 
@@ -25,6 +26,17 @@ def swap(tx, ins):
     tx.stack[-1], tx.stack[-i] = tx.stack[-i], tx.stack[-1]
 
 
+def pop_inputs(tx, ins):
+    """END_FOR (3.12 pops the loop's iterator and value, 3.13 the value): reached only
+    when CPython's FOR_ITER would also reach it; how many it pops is its table row."""
+    tx.popn(stack_inputs(ins))
+
+
+def end_send(tx, ins):
+    """3.12+: drop the sub-iterator from below ``yield from``'s result."""
+    del tx.stack[-2]
+
+
 TABLE = {
     "NOP": nop,
     "RESUME": nop,
@@ -36,4 +48,10 @@ TABLE = {
     "PUSH_NULL": push_null,
     "COPY": copy,
     "SWAP": swap,
+    "END_FOR": pop_inputs,
+    "END_SEND": end_send,
+    # 3.13 converts a value for POP_JUMP_IF_TRUE/FALSE and ``not``; Kiln's branch handlers
+    # ask the value's truth themselves, so the value stays (a tensor's truth then breaks the
+    # graph at the jump, as in 3.11; the step function converts it, see resume.step_code)
+    "TO_BOOL": nop,
 }

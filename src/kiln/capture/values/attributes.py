@@ -210,9 +210,10 @@ class CMethodValue(Value):
         return tx.wrap(result, src)
 
 
-# C __setattr__ slots that store like object's (classes and Python modules: a plain dict store)
-GENERIC_SETATTRS = (object.__dict__["__setattr__"], type.__dict__["__setattr__"],
-                     types.ModuleType.__dict__["__setattr__"])
+# C __setattr__ slots that store like object's (classes and Python modules: a plain dict store;
+# 3.13's module type inherits object's)
+GENERIC_SETATTRS = tuple(cls.__dict__["__setattr__"] for cls in (object, type, types.ModuleType)
+                         if "__setattr__" in cls.__dict__)
 
 
 def custom_setattr(tx, self_value, name, value) -> bool:
