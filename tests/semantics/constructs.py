@@ -133,6 +133,9 @@ BYTECODE = (
     "STMT for i in v:\n    break\n  else:\n    return None\n  return i",
     "STMT v.a = 4\n  return v", "STMT v[0] = 4\n  return v", "STMT del v[0]\n  return v",
     "STMT v.append(1)\n  return len(v)",
+    # unpacking into displays: a break on LIST_EXTEND / SET_UPDATE / DICT_UPDATE(i) must
+    # hand the step function the container i slots down (it crashed the interpreter)
+    "[*v]", "(*v, 1)", "{**v}", "{*v}",
 )
 
 
@@ -150,13 +153,6 @@ CAUGHT = (
 )
 
 
-# Bytecode that crashes the interpreter when Kiln breaks the graph on it (a value Kiln
-# cannot iterate, such as a dict view or a bytearray, unpacked into a display): the step
-# function that runs the instruction as Python does not push the container that
-# LIST_EXTEND / SET_UPDATE / DICT_UPDATE(i) extend, which sits i slots below the top
-# (``instructions.stack_inputs`` counts 1 for them, not i + 1).  Run in a subprocess by
-# ``test_crashing_bytecode`` (expected to fail until that is fixed), never in-process.
-CRASHING_BYTECODE = ("[*v]", "(*v, 1)", "{**v}", "{*v}")
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,8 @@ import warnings
 
 import pytest
 
-import subprocess
-import sys
-from pathlib import Path
 
-from .constructs import CRASHING_BYTECODE, all_constructs, ci_constructs, uncovered
+from .constructs import all_constructs, ci_constructs, uncovered
 from .kinds import KINDS
 from .oracle import Report, run_construct, summary
 
@@ -53,33 +50,3 @@ def test_construct_matches_cpython(construct):
         report = run_construct(construct, ci=not FULL)
     _TOTAL.merge(report)
     assert report.differences == []
-
-
-_CRASH_CHECK = """
-import warnings
-warnings.simplefilter("ignore")
-from tests.semantics.constructs import _expression
-from tests.semantics.kinds import KINDS
-from tests.semantics.oracle import Report, make_case, run_cell
-report = Report()
-for expr in {exprs!r}:
-    c = _expression(expr, expr)
-    case = make_case(c)
-    for kind in KINDS:
-        run_cell(c, case, kind, False, report)
-        if kind.inside:
-            run_cell(c, case, kind, True, report)
-assert report.differences == [], report.differences
-"""
-
-
-@pytest.mark.xfail(strict=True, reason="a break on LIST_EXTEND / SET_UPDATE / DICT_UPDATE over a value Kiln "
-                                       "cannot iterate crashes the interpreter (constructs.CRASHING_BYTECODE)")
-def test_crashing_bytecode():
-    """Run apart, in a child process: it takes the interpreter down.  When this passes
-    (xfail strict fails), move ``CRASHING_BYTECODE`` back into ``BYTECODE``."""
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"), str(root)]))
-    done = subprocess.run([sys.executable, "-c", _CRASH_CHECK.format(exprs=CRASHING_BYTECODE)], env=env,
-                          cwd=root, capture_output=True, timeout=300)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]

@@ -48,6 +48,12 @@ def _call(arg):
     return arg + 2           # callable and NULL/self slots, then the arguments
 
 
+def _below_pops(popped: int):
+    """Inputs of an instruction that pops ``popped`` items and then changes the container
+    ``arg`` slots down (``LIST_APPEND``, ``LIST_EXTEND``, ``MAP_ADD``...)."""
+    return lambda arg: arg + popped
+
+
 def _popcount_flags(arg):
     return 1 + bin(arg & 0x0F).count("1")   # the code object and one item per flag
 
@@ -89,8 +95,12 @@ OPS: tuple = (
     Op("BUILD_TUPLE", lambda a: a), Op("BUILD_LIST", lambda a: a), Op("BUILD_SET", lambda a: a),
     Op("BUILD_MAP", lambda a: 2 * a), Op("BUILD_CONST_KEY_MAP", lambda a: a + 1),
     Op("BUILD_STRING", lambda a: a), Op("BUILD_SLICE", lambda a: a),
-    Op("LIST_APPEND", 1), Op("SET_ADD", 1), Op("MAP_ADD", 2), Op("LIST_EXTEND", 1), Op("SET_UPDATE", 1),
-    Op("DICT_UPDATE", 1), Op("DICT_MERGE", 1), Op("LIST_TO_TUPLE", 1, (V311,)),
+    # these change the container ``arg`` slots below what they pop: it is an input too
+    # (a step function that runs one as Python must push it), and stays as an output
+    Op("LIST_APPEND", _below_pops(1)), Op("SET_ADD", _below_pops(1)), Op("MAP_ADD", _below_pops(2)),
+    Op("LIST_EXTEND", _below_pops(1)), Op("SET_UPDATE", _below_pops(1)), Op("DICT_UPDATE", _below_pops(1)),
+    # DICT_MERGE's error message also names the callable below the arguments it builds
+    Op("DICT_MERGE", lambda a: a + 3), Op("LIST_TO_TUPLE", 1, (V311,)),
     Op("UNPACK_SEQUENCE", 1), Op("UNPACK_EX", 1), Op("GET_LEN", 0),
     Op("FORMAT_VALUE", lambda a: 2 if a & 0x04 else 1, (V311, V312)),
     Op("FORMAT_SIMPLE", 1, (V313,)), Op("FORMAT_WITH_SPEC", 2, (V313,)), Op("CONVERT_VALUE", 1, (V313,)),
