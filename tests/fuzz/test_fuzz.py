@@ -17,11 +17,8 @@ N_EAGER = N_AOT = 150
 
 # Bug classes found by the fuzzer and not fixed yet, as {(backend, seed): reason} (see
 # tests/fuzz/findings for minimized repros, one per class).
-CLASSES = {
-    "DEQUE_ARITH": "DEQUE_ARITH: deque + deque / deque * n comes back as a list (findings/eager-DEQUE_ARITH-127.py)",
-    "HASATTR": "HASATTR: hasattr(namedtuple, 'scale') is True (findings/eager-HASATTR-146.py)",
-}
-_SEEDS = {"DEQUE_ARITH": (5, 15, 65, 121, 127, 145), "HASATTR": (146,)}
+CLASSES: dict = {}   # none open: the classes issue #24's grammar found are fixed
+_SEEDS: dict = {}
 KNOWN: dict = {(backend, seed): CLASSES[cls] for backend in ("eager", "aot_eager")
                for cls, seeds in _SEEDS.items() for seed in seeds}
 
@@ -62,8 +59,6 @@ def test_generator_is_deterministic_and_varied():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="the open classes of KNOWN (issue #24) occur in these seeds too; "
-                   "make this strict again once they are fixed")
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_more_programs(backend):
     """600 more programs per backend (seeds 1000..1599); lists every divergence."""
