@@ -1,14 +1,24 @@
 # The two set-up-and-go targets: `make demo` and `make test`.
-# Both create .venv with Python 3.11 and install the pinned dependencies first.
+# Both create a virtual environment for the chosen Python and install the pinned
+# dependencies first.  PYTHON picks the interpreter (python3.11, the default;
+# python3.12; python3.13); each version gets its own environment: .venv for 3.11,
+# .venv-3.12 and .venv-3.13 for the others.
 PYTHON ?= python3.11
-VENV := .venv
+PYTHON_BIN := $(shell sh .ci/find-python $(PYTHON))
+ifeq ($(PYTHON_BIN),)
+$(error no interpreter named $(PYTHON) found (on PATH or in pyenv's versions))
+endif
+PYVER := $(shell $(PYTHON_BIN) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+VENV := $(if $(filter 3.11,$(PYVER)),.venv,.venv-$(PYVER))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kiln-installed
 
 .PHONY: demo test test-fast venv chromium clean
 
+# torch==2.13.0: on 3.11 pip takes the CPU wheel from this machine's disk; on 3.12 and
+# 3.13 the registry's build of the same version (a CUDA build; it runs on the CPU).
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON_BIN) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[models,test]"
@@ -35,4 +45,4 @@ test-fast: $(STAMP) chromium
 	$(PY) -m pytest -n 2 -q -m "not slow"
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf .venv .venv-3.12 .venv-3.13 build src/*.egg-info
