@@ -125,7 +125,7 @@ def test_output_of_frame_leaf_requires_grad(kind):
 
 
 def test_fuzz_finding_passes_under_the_plain_wrapper():
-    """The fuzz seed of the class (findings/aot_wrapper-AOT_UNDECLARED_FUNCTIONAL_BACKEND-200019.py)."""
+    """The fuzz seed of the class (its repro, now deleted, is described in findings/README.md)."""
     from .gen import generate
     from .oracle import check_program
 
