@@ -142,18 +142,10 @@ def test_word_language_model_without_rnn_dropout_is_compiled(backend_name):
             torch.testing.assert_close(compiled(tokens, hidden), model(tokens, hidden)[0], rtol=1e-6, atol=1e-6)
 
 
-def test_a_wrapped_aot_backend_falls_back_rather_than_redraw():
-    """A backend that does not say it is an AOTAutograd one (a user's wrapper) still
-    reaches aot_eager's check, which refuses the graph: the failure policy runs it eagerly."""
+def _lstm_with_backend(backend, want_calls, want_warning):
     kiln.config.raise_on_backend_error = False
     lstm = nn.LSTM(8, 8, 2, dropout=0.5)
-    calls = []
-
-    def wrapper(gm, example_inputs):
-        calls.append(gm)
-        return lookup("aot_eager")(gm, example_inputs)
-
-    compiled = kiln.compile(lambda x: lstm(x)[0] * 2, backend=wrapper)
+    compiled = kiln.compile(lambda x: lstm(x)[0] * 2, backend=backend)
     for seed in (0, 1):
         x = torch.randn(5, 2, 8, generator=torch.Generator().manual_seed(seed))
         torch.manual_seed(seed)
@@ -165,9 +157,31 @@ def test_a_wrapped_aot_backend_falls_back_rather_than_redraw():
         assert torch.equal(torch.get_rng_state(), want_rng)
         torch.testing.assert_close(got, want, rtol=0, atol=0)
         if seed == 0:
-            assert any(issubclass(w.category, BackendFallbackWarning) and "random numbers" in str(w.message)
-                       for w in caught)
-    assert len(calls) == 1 and kiln.metrics.graphs == 1
+            assert want_warning == any(issubclass(w.category, BackendFallbackWarning)
+                                       and "random numbers" in str(w.message) for w in caught)
+    assert len(backend.calls) == want_calls and kiln.metrics.graphs == 1
+
+
+def _wrapper_around_aot_eager(**declared):
+    def wrapper(gm, example_inputs):
+        wrapper.calls.append(gm)
+        return lookup("aot_eager")(gm, example_inputs)
+    wrapper.calls = []
+    for name, value in declared.items():
+        setattr(wrapper, name, value)
+    return wrapper
+
+
+def test_a_wrapped_aot_backend_gets_the_graph_op_by_op():
+    """A user's wrapper that declares nothing may functionalize (backends/contract.py), so a
+    graph whose AOT trace would draw other numbers runs op by op: the wrapper is not asked."""
+    _lstm_with_backend(_wrapper_around_aot_eager(), want_calls=0, want_warning=False)
+
+
+def test_a_wrapper_that_claims_to_run_graphs_as_they_are_still_draws_eagers_numbers():
+    """A wrapper declaring ``runs_graph_as_is`` while it hands the graph to aot_eager still
+    reaches aot_eager's own check, which refuses the graph: the failure policy runs it eagerly."""
+    _lstm_with_backend(_wrapper_around_aot_eager(runs_graph_as_is=True), want_calls=1, want_warning=True)
 
 
 def test_draws_are_observed_not_listed():
