@@ -255,7 +255,10 @@ def _minmax(fn):
         if not items:
             if default is not None:
                 return default
-            raise_python(ValueError, f"{fn.__name__}() arg is an empty sequence")
+            try:          # the message is the version's own (3.12 reworded it): asked of Python
+                fn(())
+            except ValueError as e:
+                raise_python(ValueError, *e.args)
         if key is None and len(items) > 1 and any(isinstance(i, SymNodeValue) for i in items) \
                 and all(i.python_type() is int for i in items):
             best = items[0]
