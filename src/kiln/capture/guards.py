@@ -67,12 +67,12 @@ class GuardSet:
             check = f"{{v}} is {value!r}"
         elif isinstance(value, (int, float, str, bytes)) and type(value) in (int, float, str, bytes):
             ref = self.ns.ref(type(value))
-            literal = repr(value)
+            text = literal(value)
             if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-                literal = self.ns.ref(value)
-                check = f"type({{v}}) is {ref} and ({{v}} == {literal} or ({{v}} != {{v}} and {literal} != {literal}))"
+                text = self.ns.ref(value)
+                check = f"type({{v}}) is {ref} and ({{v}} == {text} or ({{v}} != {{v}} and {text} != {text}))"
             else:
-                check = f"type({{v}}) is {ref} and {{v}} == {literal}"
+                check = f"type({{v}}) is {ref} and {{v}} == {text}"
         elif isinstance(value, (torch.dtype, torch.device, type(Ellipsis))) or value is NotImplemented:
             check = f"{{v}} == {self.ns.ref(value)}" if isinstance(value, torch.device) else f"{{v}} is {self.ns.ref(value)}"
         else:
@@ -87,7 +87,7 @@ class GuardSet:
         self.type_is(source, d)
         keys = list(d.keys())
         if all(type(k) in (str, int) for k in keys):
-            self.add("keys", source, f"list({{v}}) == {keys!r}", f"{source.describe()} has keys {keys!r}")
+            self.add("keys", source, f"list({{v}}) == {literal(keys)}", f"{source.describe()} has keys {keys!r}")
         else:
             # by identity: == on tensor keys (optimizer state) would compare values, and raise
             ref = self.ns.ref(keys)
@@ -137,8 +137,15 @@ class GuardSet:
                      "autocast is off")
         else:
             state = autocast_state()
-            self.add("global_state", None, f"{self.ns.ref(autocast_state)}() == {state!r}",
+            self.add("global_state", None, f"{self.ns.ref(autocast_state)}() == {literal(state)}",
                      f"autocast state is {state}")
+
+
+def literal(value) -> str:
+    """``repr(value)`` to embed in a check template: the templates are ``str.format``
+    strings (``{v}`` names the source), so braces in the repr (a string constant such as
+    ``"{'a': 0}"``, a dict key) are doubled to stay literal."""
+    return repr(value).replace("{", "{{").replace("}", "}}")
 
 
 def _static_entries(expr: str, values: tuple) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import linecache
 
+from .guards import literal
 from ..config import config
 from ..exc import Unsupported
 from . import operators
@@ -185,7 +186,7 @@ class Tracer:
         bdict = builtins if isinstance(builtins, dict) else builtins.__dict__
         if name in bdict:
             self.state.guards.add("const", None,
-                                  f"{name!r} not in {self.state.ns.ref(g, '___g')}",
+                                  f"{literal(name)} not in {self.state.ns.ref(g, '___g')}",
                                   f"global {name!r}{source.of_module()} does not shadow the builtin")
             return builder.wrap(self, bdict[name], None)
         raise Unsupported(f"name {name!r} is not defined (NameError)")

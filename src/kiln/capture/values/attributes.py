@@ -13,6 +13,7 @@ import types
 
 import torch
 
+from ..guards import literal
 from ...exc import Unsupported
 from ..sources import AttrSource, CallSource, ConstSource, ItemSource
 from .base import AttributeMissing, Value, const, to_python, type_lookup
@@ -78,7 +79,7 @@ def guard_class_walk(tx, cls: type, owner, name: str):
         if klass is owner:
             break
         if se.pending_attr(klass, name) is None and not class_is_trusted(klass):
-            tx.state.guards.add("keys", ConstSource(id(klass), klass), f"{name!r} not in {{v}}.__dict__",
+            tx.state.guards.add("keys", ConstSource(id(klass), klass), f"{literal(name)} not in {{v}}.__dict__",
                                 f"class {klass.__qualname__} has no attribute {name!r} of its own")
 
 

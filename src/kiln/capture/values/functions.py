@@ -12,6 +12,7 @@ import types
 
 import torch
 
+from ..guards import literal
 from ...exc import Unsupported
 from ..sources import AttrSource, ClosureSource, ItemSource
 from .base import AttributeMissing, ConstantValue, Value, const, is_literal
@@ -190,7 +191,7 @@ class UserFunctionValue(BaseFunctionValue):
         if name not in self.fn.__dict__ and not hasattr(types.FunctionType, name):
             # missing, as in eager: guarded, since a later ``fn.attr = ...`` would add it
             if self.source is not None:
-                tx.state.guards.add("const", self.source, f"not hasattr({{v}}, {name!r})",
+                tx.state.guards.add("const", self.source, f"not hasattr({{v}}, {literal(name)})",
                                     f"{self.source.describe()} has no attribute {name!r}")
             raise AttributeMissing(f"'function' object has no attribute {name!r}")
         return super().getattr(tx, name)

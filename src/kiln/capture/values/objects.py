@@ -15,6 +15,7 @@ import types
 
 import torch
 
+from ..guards import literal
 from ...exc import Unsupported
 from .attributes import (DELETED, GENERIC_SETATTRS, CMethodValue, attr_source, attribute_store_modelled,
                          bind_class_attr, callable_name, class_attr_source, class_is_trusted, custom_setattr, guard_class_walk,
@@ -184,7 +185,7 @@ class ObjectValue(DunderProtocol, Value):
         if d is not None and self.source is not None and (raw is not None or changed):
             # found on the class: an instance attribute set later (a monkeypatched
             # forward) would shadow it, so the entry checks there is none
-            tx.state.guards.add("keys", self.source, f"{name!r} not in {{v}}.__dict__",
+            tx.state.guards.add("keys", self.source, f"{literal(name)} not in {{v}}.__dict__",
                                 f"{self.source.describe()} has no instance attribute {name!r}")
         if changed:
             guard_class_walk(tx, cls, owner, name)
@@ -219,7 +220,7 @@ class ObjectValue(DunderProtocol, Value):
 
     def _guard_missing(self, tx, name):
         if self.source is not None:
-            tx.state.guards.add("const", self.source, f"not hasattr({{v}}, {name!r})",
+            tx.state.guards.add("const", self.source, f"not hasattr({{v}}, {literal(name)})",
                                 f"{self.source.describe()} has no attribute {name!r}")
 
     def setattr(self, tx, name, value):
@@ -355,7 +356,7 @@ class ClassValue(ObjectValue):
         if source is None and not class_is_trusted(self.obj):
             source = ConstSource(id(self.obj), self.obj)
         if source is not None:
-            tx.state.guards.add("const", source, f"not hasattr({{v}}, {name!r})",
+            tx.state.guards.add("const", source, f"not hasattr({{v}}, {literal(name)})",
                                 f"{source.describe()} has no attribute {name!r}")
 
     def delattr(self, tx, name):
@@ -371,7 +372,7 @@ class ClassValue(ObjectValue):
         if pending is DELETED or (pending is None and name not in vars(cls)):
             raise_python(AttributeError, f"type object {cls.__name__!r} has no attribute {name!r}")
         real_entry = name in vars(cls)
-        tx.state.guards.add("keys", ConstSource(id(cls), cls), f"{name!r} {'in' if real_entry else 'not in'} {{v}}.__dict__",
+        tx.state.guards.add("keys", ConstSource(id(cls), cls), f"{literal(name)} {'in' if real_entry else 'not in'} {{v}}.__dict__",
                             f"class {cls.__qualname__} {'has' if real_entry else 'has no'} attribute {name!r} of its own")
         if real_entry:
             tx.state.side_effects.store_attr(self, name, DELETED)
@@ -441,7 +442,7 @@ class PythonModuleValue(ObjectValue):
     def _guard_missing(self, tx, name):
         source = self._global_source(tx, name)
         if source is not None:
-            tx.state.guards.add("keys", None, f"{name!r} not in {tx.state.ns.ref(self.obj.__dict__, '___g')}",
+            tx.state.guards.add("keys", None, f"{literal(name)} not in {tx.state.ns.ref(self.obj.__dict__, '___g')}",
                                 f"{source.describe()} does not exist")
 
     def getattr(self, tx, name):
