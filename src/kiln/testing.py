@@ -49,3 +49,26 @@ class CompileCounter:
 
     def __repr__(self) -> str:
         return f"CompileCounter(frame_count={self.frame_count}, op_count={self.op_count})"
+
+
+def assert_same_as_eager(eager, compiled, rtol: float | None = None, atol: float | None = None,
+                         path: str = "result") -> None:
+    """``compiled`` is what ``eager`` is: for tensors the same requires_grad, is_leaf,
+    dtype, shape and (close) values; lists and tuples of the same type and length,
+    compared item by item; anything else equal.  ``is_leaf`` is part of it because a
+    compiled call that hands back a graph output where eager made a leaf (or the other
+    way round) changes what ``.grad`` and ``backward()`` do afterwards."""
+    if isinstance(eager, torch.Tensor) or isinstance(compiled, torch.Tensor):
+        assert isinstance(eager, torch.Tensor) and isinstance(compiled, torch.Tensor), \
+            f"{path}: eager {eager!r}, compiled {compiled!r}"
+        want = (eager.requires_grad, eager.is_leaf, eager.dtype, eager.shape)
+        got = (compiled.requires_grad, compiled.is_leaf, compiled.dtype, compiled.shape)
+        assert want == got, f"{path}: eager (requires_grad, is_leaf, dtype, shape) {want}, compiled {got}"
+        torch.testing.assert_close(compiled.detach(), eager.detach(), rtol=rtol, atol=atol)
+    elif isinstance(eager, (list, tuple)):
+        assert type(eager) is type(compiled) and len(eager) == len(compiled), \
+            f"{path}: eager {eager!r}, compiled {compiled!r}"
+        for i, (e, c) in enumerate(zip(eager, compiled)):
+            assert_same_as_eager(e, c, rtol, atol, f"{path}[{i}]")
+    else:
+        assert eager == compiled, f"{path}: eager {eager!r}, compiled {compiled!r}"

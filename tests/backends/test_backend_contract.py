@@ -18,7 +18,7 @@ import torch
 
 import kiln
 from kiln.backends import contract, lookup
-from kiln.testing import CompileCounter
+from kiln.testing import CompileCounter, assert_same_as_eager
 
 
 class Counted:
@@ -136,17 +136,6 @@ def _some_outputs_backward(x, y):
     return t1, y.grad, x.grad
 
 
-def _same(e, c):
-    if isinstance(e, torch.Tensor) or isinstance(c, torch.Tensor):
-        assert isinstance(e, torch.Tensor) and isinstance(c, torch.Tensor), f"eager {e!r}, compiled {c!r}"
-        assert (e.requires_grad, e.is_leaf, e.dtype, e.shape) == (c.requires_grad, c.is_leaf, c.dtype, c.shape)
-        torch.testing.assert_close(c.detach(), e.detach())
-    elif isinstance(e, (list, tuple)):
-        assert type(e) is type(c) and len(e) == len(c)
-        for a, b in zip(e, c):
-            _same(a, b)
-    else:
-        assert e == c
 
 
 def _inputs(prog, call):
@@ -171,7 +160,7 @@ def _check(prog, backend, expected):
     kiln.reset()
     compiled = kiln.compile(prog, backend=backend)
     for call in range(2):
-        _same(prog(*_inputs(prog, call)), compiled(*_inputs(prog, call)))
+        assert_same_as_eager(prog(*_inputs(prog, call)), compiled(*_inputs(prog, call)))
     assert backend.frame_count == expected
 
 
@@ -202,7 +191,7 @@ def test_compile_counter_counts_as_before():
     kiln.reset()
     compiled = kiln.compile(_frame_leaf, backend=cc, fullgraph=True)
     for call in range(2):
-        _same(_frame_leaf(*_inputs(_frame_leaf, call)), compiled(*_inputs(_frame_leaf, call)))
+        assert_same_as_eager(_frame_leaf(*_inputs(_frame_leaf, call)), compiled(*_inputs(_frame_leaf, call)))
     assert cc.frame_count == 1
 
 
