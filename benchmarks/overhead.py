@@ -82,8 +82,9 @@ def _backend(frontend: str, name: str):
     return torch._dynamo.lookup_backend(name)
 
 
-def measure(frontend: str, fn, args, kwargs, backend: str, calls: int, captures: int = 1):
-    """Overhead, first call (the fastest of ``captures`` fresh captures), graphs, guards."""
+def measure(frontend: str, fn, args, kwargs, backend: str, calls: int, captures: int = 1, now=time.perf_counter):
+    """Overhead, first call (the fastest of ``captures`` fresh captures), graphs, guards;
+    both timed with the clock ``now``."""
     first_call = float("inf")
     for _ in range(max(captures, 1)):
         recorder = GraphRecorder(_backend(frontend, backend), backend)
@@ -93,12 +94,12 @@ def measure(frontend: str, fn, args, kwargs, backend: str, calls: int, captures:
         else:
             torch._dynamo.reset()
             compiled = torch.compile(fn, backend=recorder)
-        t0 = time.perf_counter()
+        t0 = now()
         compiled(*args, **kwargs)
-        first_call = min(first_call, time.perf_counter() - t0)
+        first_call = min(first_call, now() - t0)
     for _ in range(5):
         compiled(*args, **kwargs)
-    overhead = model_overhead_us(lambda: compiled(*args, **kwargs), recorder, calls=calls)
+    overhead = model_overhead_us(lambda: compiled(*args, **kwargs), recorder, calls=calls, now=now)
     guards = "-"
     if frontend == "kiln":
         target = compiled.forward if isinstance(compiled, torch.nn.Module) else compiled
@@ -113,9 +114,13 @@ def main(argv=None):
     parser.add_argument("--only", nargs="*", help="row names to run (default: all)")
     parser.add_argument("--captures", type=int, default=1,
                         help="fresh captures per row; the first call reported is the fastest")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="wall: time.perf_counter; cpu: the thread's CPU time (time.thread_time), "
+                             "which other jobs on a shared machine do not inflate")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON (benchmarks/versions.py)")
     args = parser.parse_args(argv)
     rows = []
+    now = time.thread_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(1)
     __import__("torch._dynamo")          # torch.compile's frontend, for its reset and backends
     header = (f"{'program':32} {'backend':9} {'kiln ovh us':>11} {'torch ovh us':>12} {'ratio':>6} "
@@ -127,8 +132,8 @@ def main(argv=None):
             continue
         for backend in args.backends:
             with torch.no_grad():
-                k_ovh, k_cap, k_graphs, guards = measure("kiln", fn, inputs, kwargs, backend, args.calls, args.captures)
-                t_ovh, t_cap, t_graphs, _ = measure("torch", fn, inputs, kwargs, backend, args.calls, args.captures)
+                k_ovh, k_cap, k_graphs, guards = measure("kiln", fn, inputs, kwargs, backend, args.calls, args.captures, now)
+                t_ovh, t_cap, t_graphs, _ = measure("torch", fn, inputs, kwargs, backend, args.calls, args.captures, now)
             ratio = f"{k_ovh / t_ovh:6.2f}" if k_ovh is not None and t_ovh else "     -"
             show = lambda v: "-" if v is None else f"{v:.1f}"   # noqa: E731
             print(f"{name:32} {backend:9} {show(k_ovh):>11} {show(t_ovh):>12} {ratio} {k_graphs:>11} "
@@ -138,7 +143,8 @@ def main(argv=None):
                              kiln_first_call_s=k_cap, torch_first_call_s=t_cap))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"python": platform.python_version(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            json.dump({"python": platform.python_version(), "torch": torch.__version__, "clock": args.clock,
+                       "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

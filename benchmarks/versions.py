@@ -1,7 +1,7 @@
 """Per-call overhead and first-call time of Kiln on each CPython, side by side (issue #23).
 
     .venv/bin/python benchmarks/versions.py --pythons .venv/bin/python \\
-        .venv-3.12/bin/python .venv-3.13/bin/python --rounds 3
+        .venv-3.12/bin/python .venv-3.13/bin/python --rounds 3 --captures 3 --clock cpu
 
 Runs ``benchmarks/overhead.py`` under each interpreter in turn, ``--rounds`` times
 round-robin (so that the machine's drift and other jobs' bursts hit every version
@@ -13,7 +13,10 @@ alike), then prints, per program and backend, the median over rounds of
 
 The summary line is the geometric mean of the per-row ratios: single rows of a
 2-core shared machine move by tens of percent between runs, the mean over 18 rows much
-less.  ``--json`` keeps everything measured.
+less.  Options it does not know (``--captures``, ``--clock``, ``--only``...) go to
+overhead.py; ``--clock cpu`` times with the thread's CPU time, which other jobs on a
+shared machine do not inflate the way they inflate wall time.  ``--json`` keeps
+everything measured.
 """
 from __future__ import annotations
 
@@ -121,7 +124,9 @@ def main(argv=None):
             runs.setdefault(result["python"], []).append(result)
             print(f"round {r + 1}/{args.rounds}: Python {result['python']} done", file=sys.stderr, flush=True)
     versions, rows = summarize(runs)
-    print(f"torch {next(iter(runs.values()))[0]['torch']} (each Python's own build); {args.rounds} rounds")
+    first = next(iter(runs.values()))[0]
+    print(f"torch {first['torch']} (each Python's own build); {args.rounds} rounds; clock: {first['clock']} "
+          f"({'the thread CPU time' if first['clock'] == 'cpu' else 'wall time'})")
     print_report(versions, rows)
     if args.json:
         with open(args.json, "w") as f:

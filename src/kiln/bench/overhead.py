@@ -58,9 +58,12 @@ def interleaved_medians(fns: list[Callable[[], object]], rounds: int, now=time.p
 
 
 def model_overhead_us(compiled_call: Callable[[], object], backend: GraphRecorder,
-                      calls: int = 200, rounds: int = 7) -> float | None:
+                      calls: int = 200, rounds: int = 7, now: Callable[[], float] = time.perf_counter) -> float | None:
     """µs per call that ``compiled_call`` spends outside its graphs (None: not measurable:
-    graphs with symbolic inputs, or a difference lost in timing noise)."""
+    graphs with symbolic inputs, or a difference lost in timing noise).  ``now`` is the
+    clock: wall time by default; ``time.thread_time`` counts only the CPU time of the
+    calling thread, which other jobs on a shared machine do not inflate (with one torch
+    thread, as the benchmarks run, all of a call's work is on that thread)."""
     graphs = backend.concrete_graphs()
     if not graphs or len(graphs) != len(backend.graphs):
         return None
@@ -75,7 +78,7 @@ def model_overhead_us(compiled_call: Callable[[], object], backend: GraphRecorde
                 with torch.set_grad_enabled(grad):
                     gm(*ex)
 
-    compiled_s, graphs_s = interleaved_medians([run_compiled, run_graphs], rounds)
+    compiled_s, graphs_s = interleaved_medians([run_compiled, run_graphs], rounds, now)
     if compiled_s <= graphs_s:      # below the timing noise: not a measurement of zero
         return None
     return (compiled_s - graphs_s) / calls * 1e6
