@@ -40,6 +40,7 @@ class CaptureState:
         self._special = None
         self.autocast_stack: list = []   # AutocastValues entered and not yet exited, innermost last
         self.probed_iterators: set = set()   # id()s of carried iterators whose remaining items were read
+        self.real_locals: dict = {}          # the frame's real arguments by name (set by compile_frame)
         self.guards.global_state()
 
     # -- object identity --------------------------------------------------------------
@@ -63,8 +64,6 @@ class CaptureState:
         """Evaluate a source against the real arguments (for rare lazy reads)."""
         # ``___fn``: the function being compiled, as the glue names it (closure sources)
         return eval(source.expr(self.ns), {**self.ns.values, "___fn": self.fn}, self.real_locals)
-
-    real_locals: dict = {}
 
     # -- special functions -------------------------------------------------------------
     def special_functions(self) -> dict:
