@@ -19,9 +19,8 @@ INSTRUCTION_LIMIT = 2_000_000
 
 
 class CaptureState:
-    def __init__(self, fn, fullgraph: bool, shapes: ShapePolicy | None = None):
+    def __init__(self, fn, shapes: ShapePolicy | None = None):
         self.fn = fn
-        self.fullgraph = fullgraph
         self.functional_backend = False    # the backend may functionalize graphs: it does not declare
         # runs_graph_as_is (set by compile_frame; backends/contract.py)
         self.shapes = shapes if shapes is not None else ShapePolicy(False)
