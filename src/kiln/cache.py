@@ -49,9 +49,6 @@ class FrameCache:
             return fn(*args, **kwargs)
         return entry.run(entry.gather(fn, *args, **kwargs), fn, *args, **kwargs)
 
-    def failure_reasons(self, fn, args, kwargs) -> list[str]:
-        return [e.explain_guard(fn, *args, **kwargs) or "(passes)" for e in self.entries]
-
     def _limit_reached(self, fn, args, kwargs):
         reason = self.entries[-1].explain_guard(fn, *args, **kwargs) if self.entries else "?"
         msg = (f"kiln: {self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno}) reached the "
@@ -79,7 +76,7 @@ class FrameCache:
         try:
             entry = capture(fn, args, kwargs, self.compiler, self.fullgraph, self.shapes)
         except Unsupported as e:
-            if self.fullgraph or getattr(e, "fatal", False):   # a broken higher-order operator rule
+            if self.fullgraph or e.fatal:   # a broken higher-order operator rule
                 raise
             self._fallback(f"{e.reason}", e.location, e.source_line)
             return None

@@ -13,15 +13,30 @@ class KilnError(Exception):
 class Unsupported(KilnError):
     """A construct Kiln cannot capture.
 
-    With ``fullgraph=True`` this reaches the user; otherwise the frame (or, once graph
-    breaks land, the step) runs as plain Python.  ``location`` is the user's
-    ``file:line`` and ``source_line`` the text of that line, when known.
+    With ``fullgraph=True`` this reaches the user; otherwise the step runs as plain
+    Python (a graph break) and the rest of the frame resumes compiled.  Fields:
+
+    * ``reason``: what Kiln could not capture; ``location`` / ``source_line``: the user's
+      ``file:line`` and its text (the innermost frame's, attached by the tracer);
+    * ``user_stack``: ``(location, text)`` per frame from the compiled frame down to the
+      step, and ``depth``: how many inlined calls deep the step is (0: in the frame being
+      compiled), both set by the tracer where it stops;
+    * ``root_index``: the compiled frame's instruction where the break goes (the call
+      that led to the step, when it is inside an inlined function);
+    * ``fatal`` (a class attribute, or set by a subclass): Python itself could not run
+      the step either (a higher-order operator's rule is broken), so no break helps and
+      the error reaches the user in every mode.
     """
+
+    fatal: bool = False
 
     def __init__(self, msg: str, *, location: str | None = None, source_line: str | None = None):
         self.reason = msg
         self.location = location
         self.source_line = source_line
+        self.user_stack: list[tuple[str, str]] | None = None
+        self.depth = 0
+        self.root_index: int | None = None
         super().__init__(self._render())
 
     def _render(self) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import torch
 import torch.fx
 
+from .fx_ops import count_ops
 
-def count_ops(gm: torch.fx.GraphModule) -> int:
-    """Count the nodes that do work, the way TorchDynamo's CompileCounter does."""
-    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+__all__ = ["count_ops", "CompileCounter", "assert_same_as_eager"]      # count_ops: kiln.fx_ops's
 
 
 class CompileCounter:

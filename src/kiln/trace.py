@@ -31,6 +31,7 @@ import time
 import warnings
 
 from .config import config
+from .fx_ops import op_name, op_nodes
 
 SCHEMA_VERSION = 1
 
@@ -174,10 +175,8 @@ def graph(name: str, gm, inputs, op_count: int) -> None:
     """
     ops: dict = {}
     lines: dict = {}
-    for n in gm.graph.nodes:
-        if n.op not in ("call_function", "call_method", "call_module"):
-            continue
-        target = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
+    for n in op_nodes(gm):
+        target = op_name(n)
         ops[target] = ops.get(target, 0) + 1
         for file, line in n.meta.get("kiln_origin", ()):
             per_file = lines.setdefault(file, {})
@@ -198,7 +197,7 @@ def entry(name: str, guard_source: str, glue_source: str, guard_count: int) -> N
 
 def _stack_of(error) -> list:
     stack = []
-    for location, text in getattr(error, "user_stack", None) or []:
+    for location, text in error.user_stack or []:
         file, _, line = (location or "?").rpartition(":")
         stack.append({"file": file, "line": int(line) if line.isdigit() else None,
                       "location": location, "source": (text or "").strip() or None})
@@ -214,7 +213,7 @@ def graph_break(error, counted: bool) -> None:
     """
     _record("break", {"reason": error.reason, "location": error.location,
                       "source_line": (error.source_line or "").strip() or None,
-                      "stack": _stack_of(error), "depth": getattr(error, "depth", 0), "counted": counted})
+                      "stack": _stack_of(error), "depth": error.depth, "counted": counted})
 
 
 @_safe

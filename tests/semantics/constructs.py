@@ -3,7 +3,7 @@
 * every callable Kiln models by hand (the ``BUILTINS`` table of ``values/builtins.py``,
   which takes in the itertools, operator-object, deque and weakref tables), each with
   one or more calls written in ``CALLS`` below;
-* every operator of ``capture/operators.py`` (``BINARY_OPS``, ``INPLACE_OPS``,
+* every operator of ``capture/operator_table.py`` (``BINARY_OPS``, ``INPLACE_OPS``,
   ``COMPARE_OPS``), as the bytecode a user writes;
 * every public method of the container types Kiln models as values of its own
   (``CONTAINER_TYPES``), each called with the arguments in ``METHOD_ARGS``;
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kiln.capture.operators import BINARY_OPS, COMPARE_OPS, INPLACE_OPS
+from kiln.capture.operator_table import BINARY_OPS, COMPARE_OPS, INPLACE_OPS, UNARY_OPS
 from kiln.capture.values.builtins import BUILTINS
 
 U = ("fn(v)",)
@@ -72,14 +72,11 @@ CALLS: dict = {
     dict.fromkeys: ("fn(v)", "fn(v, 0)"), collections.OrderedDict.fromkeys: ("fn(v)",),
     collections.defaultdict.fromkeys: ("fn(v)",),
 }
-for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
-            operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
-            operator.rshift, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge):
+for _op in (*BINARY_OPS.values(), *COMPARE_OPS.values()):
     CALLS[_op] = BIN
-for _op in (operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
-            operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor):
+for _op in INPLACE_OPS.values():
     CALLS[_op] = ("(fn(v, 2), v)",)
-for _op in (operator.neg, operator.pos, operator.invert, operator.inv, operator.abs):
+for _op in UNARY_OPS:
     CALLS[_op] = U
 for _name in ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "floor", "ceil", "isnan",
               "isinf", "isfinite", "fabs", "prod", "trunc", "atan", "erf", "log1p", "expm1", "factorial",

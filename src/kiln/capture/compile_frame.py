@@ -92,7 +92,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
     note_probed(fn.__code__, ())   # captured, even if it fails: a loop's picker stops here
     break_at, reason = None, None
     while True:
-        state, tracer = _new_trace(fn, real_locals, fullgraph, break_at, shapes, compiler)
+        state, tracer = _new_trace(fn, real_locals, break_at, shapes, compiler)
         grad_before = torch.is_grad_enabled()
         try:
             try:
@@ -112,9 +112,9 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
             final_grad = torch.is_grad_enabled()
             state.restore_global_state()
         except Unsupported as e:
-            index = getattr(e, "root_index", None)
+            index = e.root_index
             # fatal: a higher-order operator's rule is broken; Python could not run it either
-            if fullgraph or index is None or index == break_at or getattr(e, "fatal", False):
+            if fullgraph or index is None or index == break_at or e.fatal:
                 raise
             break_at, reason = index, e
             continue
@@ -130,7 +130,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
         plan = BreakPlan(tracer, outcome[1], reason, compiler)
         # a break inside a callee that is compiled as its own frame is recorded there,
         # where it happens; here it would be the same break counted once per caller
-        counted = RECORD_NESTED_BREAKS or getattr(reason, "depth", 0) == 0 or not plan.callee_compiled
+        counted = RECORD_NESTED_BREAKS or reason.depth == 0 or not plan.callee_compiled
         if counted:
             metrics.breaks.append(BreakRecord(reason.reason, reason.location, reason.source_line))
         trace.graph_break(reason, counted)
@@ -139,9 +139,9 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
     return entry
 
 
-def _new_trace(fn, real_locals, fullgraph, break_at, shapes, compiler):
+def _new_trace(fn, real_locals, break_at, shapes, compiler):
     code = fn.__code__
-    state = CaptureState(fn, fullgraph, shapes)
+    state = CaptureState(fn, shapes)
     state.real_locals = real_locals
     # a backend that does not declare it runs graphs as they are may functionalize them
     # (backends/contract.py): the rules for AOTAutograd's graphs apply

@@ -32,6 +32,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 from torch.utils._pytree import tree_map
 
 from ..exc import Unsupported
+from ..fx_ops import count_ops
 from ..backends.random_draws import DrawWatcher
 
 SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -269,10 +270,7 @@ class GraphBuilder:
         self.graph.output(tuple(nodes))
 
     def count_ops(self) -> int:
-        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
-
-    def has_work(self) -> bool:
-        return self.count_ops() > 0
+        return count_ops(self.graph)
 
 
 def _sanitize(hint: str) -> str:

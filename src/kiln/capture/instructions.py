@@ -8,9 +8,7 @@ from __future__ import annotations
 import dis
 from dataclasses import dataclass
 
-from .opcodes import HAS_ARG, JUMP_OPCODES, LAYOUT, ROWS, SUPPORTED_VERSIONS, check_version
-
-_ = (SUPPORTED_VERSIONS, check_version)   # re-exported: callers ask this module
+from .opcodes import HAS_ARG, JUMP_OPCODES, LAYOUT, ROWS
 
 
 @dataclass(frozen=True)

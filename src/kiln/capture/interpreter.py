@@ -124,10 +124,10 @@ class Tracer:
             if not self._route_exception(ins, e):
                 raise
         except Unsupported as e:
-            if getattr(e, "user_stack", None) is None:
+            if e.user_stack is None:
                 e.user_stack = self.user_stack()
                 e.depth = self.depth   # 0: the unsupported step is in the frame being compiled
-            if self.parent is None and getattr(e, "root_index", None) is None:
+            if self.parent is None and e.root_index is None:
                 e.root_index = ins.index
             raise e.with_location(*self.location())
         except Exception as e:

@@ -275,13 +275,6 @@ def supported() -> bool:
     return RUNNING in LAYOUTS
 
 
-def check_version() -> None:
-    if not supported():
-        raise RuntimeError(f"Kiln's bytecode interpreter supports CPython "
-                           f"{', '.join('.'.join(map(str, v)) for v in SUPPORTED_VERSIONS)}; "
-                           f"this is {RUNNING[0]}.{RUNNING[1]}")
-
-
 LAYOUT: Layout = LAYOUTS.get(RUNNING, LAYOUTS[V311])
 ROWS: dict = rows_for(RUNNING)
 

@@ -5,36 +5,13 @@ from __future__ import annotations
 import operator
 
 from ..exc import Unsupported
+from .operator_table import COMPARE_OPS, DUNDER as _DUNDER, INPLACE_TO_BINARY, REFLECTED as _REFLECTED, UNARY_OPS
 from .values.base import ConstantValue, Value, const, raise_python, type_lookup
 from .values.containers import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of, set_items
 from .values.new_objects import NewObjectValue
 from .values.objects import ObjectValue
 from .values.symbolic import SymNodeValue
 from .values.tensor import TensorValue, graph_call
-
-BINARY_OPS = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
-    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "<<": operator.lshift, ">>": operator.rshift,
-    "&": operator.and_, "|": operator.or_, "^": operator.xor,
-}
-INPLACE_OPS = {
-    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
-    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
-    "<<=": operator.ilshift, ">>=": operator.irshift, "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor,
-}
-INPLACE_TO_BINARY = {v: BINARY_OPS[k[:-1]] for k, v in INPLACE_OPS.items()}
-COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
-               ">=": operator.ge}
-_REFLECTED = {operator.add: "__radd__", operator.mul: "__rmul__", operator.sub: "__rsub__",
-              operator.truediv: "__rtruediv__", operator.matmul: "__rmatmul__", operator.floordiv: "__rfloordiv__",
-              operator.mod: "__rmod__", operator.pow: "__rpow__", operator.and_: "__rand__", operator.or_: "__ror__",
-              # an ordering's reflection is its mirror (a < b tries b.__gt__(a))
-              operator.lt: "__gt__", operator.gt: "__lt__", operator.le: "__ge__", operator.ge: "__le__"}
-_DUNDER = {operator.add: "__add__", operator.sub: "__sub__", operator.mul: "__mul__", operator.truediv: "__truediv__",
-           operator.matmul: "__matmul__", operator.eq: "__eq__", operator.ne: "__ne__", operator.lt: "__lt__",
-           operator.le: "__le__", operator.gt: "__gt__", operator.ge: "__ge__", operator.getitem: "__getitem__",
-           operator.floordiv: "__floordiv__", operator.mod: "__mod__", operator.pow: "__pow__",
-           operator.and_: "__and__", operator.or_: "__or__", operator.neg: "__neg__"}
 
 
 def _fold(fn, *values):
@@ -317,7 +294,7 @@ def unary(tx, fn, a: Value) -> Value:
     raise Unsupported(f"unary {fn.__name__} on {a.describe()}")
 
 
-_UNARY = frozenset({operator.neg, operator.pos, operator.invert, operator.inv, operator.abs})
+_UNARY = frozenset(UNARY_OPS)
 _COMPARE_FNS = frozenset(COMPARE_OPS.values())
 
 

@@ -120,14 +120,6 @@ class GlobalSource(Source):
 
 
 @dataclass(frozen=True)
-class BuiltinSource(Source):
-    name: str
-
-    def _expr(self, ns):
-        return self.name
-
-
-@dataclass(frozen=True)
 class AttrSource(Source):
     base_src: Source
     name: str

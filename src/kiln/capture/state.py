@@ -19,9 +19,8 @@ INSTRUCTION_LIMIT = 2_000_000
 
 
 class CaptureState:
-    def __init__(self, fn, fullgraph: bool, shapes: ShapePolicy | None = None):
+    def __init__(self, fn, shapes: ShapePolicy | None = None):
         self.fn = fn
-        self.fullgraph = fullgraph
         self.functional_backend = False    # the backend may functionalize graphs: it does not declare
         # runs_graph_as_is (set by compile_frame; backends/contract.py)
         self.shapes = shapes if shapes is not None else ShapePolicy(False)
@@ -40,6 +39,7 @@ class CaptureState:
         self._special = None
         self.autocast_stack: list = []   # AutocastValues entered and not yet exited, innermost last
         self.probed_iterators: set = set()   # id()s of carried iterators whose remaining items were read
+        self.real_locals: dict = {}          # the frame's real arguments by name (set by compile_frame)
         self.guards.global_state()
 
     # -- object identity --------------------------------------------------------------
@@ -63,8 +63,6 @@ class CaptureState:
         """Evaluate a source against the real arguments (for rare lazy reads)."""
         # ``___fn``: the function being compiled, as the glue names it (closure sources)
         return eval(source.expr(self.ns), {**self.ns.values, "___fn": self.fn}, self.real_locals)
-
-    real_locals: dict = {}
 
     # -- special functions -------------------------------------------------------------
     def special_functions(self) -> dict:

@@ -32,6 +32,7 @@ from torch.fx.passes.split_module import split_module
 from ..backends import lookup
 from ..backends._aot import GradSpecialized, boxed, tuple_output_graph
 from ..backends.contract import declare_like
+from ..fx_ops import op_nodes
 from .accuracy import compare
 from .record import ArgTemplate, RecordingBackend, run_end_to_end
 
@@ -247,7 +248,7 @@ def _as_is(gm, example_inputs):
 
 
 def _call_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    return [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    return op_nodes(gm)
 
 
 def _target_name(node: torch.fx.Node) -> str:

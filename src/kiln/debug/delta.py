@@ -31,12 +31,13 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.fx
 
+from ..fx_ops import OP_KINDS
 from .graph_check import Failure, Verdict, check_graph
 from .inputs import InputSet, StorageSpec, TensorInput, is_literal
 
 __all__ = ["GraphCase", "Candidate", "shrink"]
 
-CALL_OPS = ("call_function", "call_method", "call_module")
+CALL_OPS = OP_KINDS
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from .. import api, backends, cache
 from ..backends.contract import declare_like
+from ..fx_ops import op_name, op_nodes
 from ..metrics import metrics
 
 
@@ -26,9 +27,8 @@ class GraphInfo:
 
 def _op_counts(gm) -> Counter:
     ops = Counter()
-    for n in gm.graph.nodes:
-        if n.op in ("call_function", "call_method", "call_module"):
-            ops[n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))] += 1
+    for n in op_nodes(gm):
+        ops[op_name(n)] += 1
     return ops
 
 

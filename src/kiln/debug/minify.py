@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 from ..backends import lookup
+from ..fx_ops import count_ops
 from .accuracy import compare
 from .delta import GraphCase, shrink
 from .graph_check import Failure, check_graph
@@ -131,7 +132,7 @@ def minify_graph(gm: torch.fx.GraphModule, inputs, failure: Failure, *, backend:
     (as ``<file_stem>_<time>.py``, by default ``repro_graph<graph_index>_<time>.py``)."""
     start = time.monotonic()
     backend_fn = lookup(backend)
-    original_ops = _ops(gm)
+    original_ops = count_ops(gm)
     case = GraphCase(gm, inputs, training=training)
     small_gm, small_inputs, checks, timed_out = shrink(case, backend_fn, failure, accuracy=accuracy,
                                                        deadline=start + time_limit, progress=progress)
@@ -141,7 +142,7 @@ def minify_graph(gm: torch.fx.GraphModule, inputs, failure: Failure, *, backend:
                           reason=kept.reason, kind=kept.kind, exc_type=kept.exc_type, title=title)
     reproduces = _reproduces(source, backend_fn, failure, accuracy=accuracy, training=training)
     path = _write(source, out_dir, file_stem or f"repro_graph{graph_index}")
-    return MinifyResult(path, kept.reason, graph_index, _ops(small_gm), original_ops, checks=checks,
+    return MinifyResult(path, kept.reason, graph_index, count_ops(small_gm), original_ops, checks=checks,
                         seconds=time.monotonic() - start, timed_out=timed_out, code=small_gm.code,
                         reproduces=reproduces)
 
@@ -198,7 +199,3 @@ def _write(source: str, out_dir: str | None, stem: str) -> str:
     with open(path, "w") as f:
         f.write(source)
     return path
-
-
-def _ops(gm: torch.fx.GraphModule) -> int:
-    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))

@@ -25,6 +25,7 @@ import torch.utils._pytree as pytree
 
 from .. import api
 from ..backends.contract import declare_like
+from ..fx_ops import count_ops
 from ._tree import children
 from .accuracy import fp64_copy
 from .graph_check import copy_graph_module, cotangent_loss, seeded
@@ -49,7 +50,7 @@ class GraphRecord:
 
     @property
     def ops(self) -> int:
-        return sum(1 for n in self.gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        return count_ops(self.gm)
 
 
 class RecordingBackend:

@@ -35,6 +35,7 @@ import torch
 import torch.fx
 
 from ..backends import lookup
+from ..fx_ops import count_ops
 from .graph_check import check_graph, short_path
 from .inputs import InputSet
 
@@ -112,7 +113,7 @@ def render_repro(gm: torch.fx.GraphModule, inputs: InputSet, *, backend: Any, ac
     ref = backend_ref(backend)
     forward = "\n".join("    " + line if line.strip() else "" for line in code.src.strip("\n").splitlines())
     aliasing = inputs.aliasing_summary()
-    ops = sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+    ops = count_ops(gm)
     doc = [f"Kiln repro: {title}.", "",
            f"Backend: {ref.label}.  Minimized graph: {ops} op(s).",
            f"Failure kept by the minifier: {reason}",

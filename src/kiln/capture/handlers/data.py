@@ -6,7 +6,8 @@ import operator
 from ...exc import Unsupported
 from ..instructions import BINARY_OP_SYMBOLS
 from ..opcodes import INTRINSIC_1, INTRINSIC_2, LAYOUT
-from ..operators import BINARY_OPS, COMPARE_OPS, INPLACE_OPS, binary, compare, contains, identical, inplace, unary
+from ..operator_table import BINARY_OPS, COMPARE_OPS, INPLACE_OPS
+from ..operators import binary, compare, contains, identical, inplace, unary
 from ..values.base import ConstantValue, const
 from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of, set_items
 from ..values.exceptions import ExceptionValue

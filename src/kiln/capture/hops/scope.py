@@ -117,8 +117,5 @@ class HopScope:
         node = getattr(value, "node", None)
         return node is not None and node.graph is self.builder.graph and node.op != "placeholder"
 
-    def mutation_message(self, what: str) -> str:
-        return f"{what} is mutated inside the body of `{self.op}`"
-
     def mutation_error(self, what: str) -> HopBodyMutation:
         return HopBodyMutation(what, self.op, fatal=self.op in FATAL_OPS)

@@ -12,9 +12,51 @@ import ctypes
 import functools
 import itertools
 import types
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ...exc import Unsupported
+from ..dynamism import ShapePolicy
+from ..graph import GraphBuilder
+from ..guards import GuardSet
+from ..side_effects import SideEffects
+from ..sources import Namespace, Source
+
+
+class CaptureStateView(Protocol):
+    """What values read of the capture in progress (``tx.state``), declared: the one
+    ``capture.state.CaptureState`` every tracer of a capture shares implements it, and
+    ``tests/internals/test_state_view.py`` checks that it does."""
+
+    fn: Callable                     # the function being compiled (closure sources name it)
+    builder: GraphBuilder          # the fx graph being recorded
+    guards: GuardSet               # what the entry checks before it runs
+    side_effects: SideEffects      # Python-level writes the glue replays after the graph
+    ns: Namespace                  # objects generated code refers to by name
+    shapes: ShapePolicy            # which sizes and ints are symbolic (``dynamic=``)
+    functional_backend: bool         # the backend may functionalize (backends/contract.py)
+    keepalive: list                  # real objects the capture's ids refer to
+    replayed: dict                   # id(instance) -> ReplayedObjectValue
+    autocast_stack: list             # autocast regions entered and not yet left, innermost last
+    probed_iterators: set            # ids of carried iterators whose remaining items were read
+
+    def known_value(self, obj) -> "Value | None":
+        """The Value this capture already made for the real object ``obj``."""
+
+    def remember(self, obj, value: "Value") -> "Value":
+        """Record ``value`` as the one Value for ``obj`` in this capture."""
+
+    def cell_for(self, real_cell, source: Source):
+        """The one CellValue of a real closure cell."""
+
+    def real_value(self, source: Source):
+        """``source`` evaluated against the real arguments (rare lazy reads)."""
+
+    def special_functions(self) -> dict:
+        """Functions with a fixed meaning while tracing (torch's, the higher-order
+        operators'), merged above the values layer so values need not import hops."""
+
+    def set_grad_mode(self, mode: bool) -> None:
+        """Switch grad mode at trace time and in the graph."""
 
 
 class Tracer(Protocol):
@@ -25,7 +67,7 @@ class Tracer(Protocol):
     value kind never imports the code that creates values of other kinds.
     """
 
-    state: object    # capture.state.CaptureState: graph builder, guards, side effects
+    state: CaptureStateView    # the capture in progress (capture.state.CaptureState)
 
     def wrap(self, obj, source) -> "Value":
         """The Value for a real object read from ``source`` (None: a trusted constant),

@@ -49,7 +49,14 @@ def _is_structseq_class(cls) -> bool:
 
 
 def wrap(tx, obj, source) -> Value:
-    """The Value for a real object read from ``source`` (None: a trusted constant)."""
+    """The Value for a real object read from ``source`` (None: a trusted constant).
+
+    Asked in this order: an object already wrapped in this capture is that Value (a
+    second source for it is guarded to be the same object); then ``_BY_TYPE``, keyed
+    by the object's exact type (built-in containers and literals, whose subclasses are
+    *not* the same thing); then ``_BY_KIND``, predicates tried in order (tensors first,
+    the catch-all kinds last); then a plain object.  An entry may decline (return
+    None), and the search goes on.  A new kind is a row in one of the tables."""
     state = tx.state
     known = state.known_value(obj)
     if known is not None:
@@ -57,132 +64,224 @@ def wrap(tx, obj, source) -> Value:
             state.guards.same_object(source, known.source)
         return known
     guards = state.guards if source is not None else None
+    by_type = _BY_TYPE.get(type(obj))
+    if by_type is not None:
+        v = by_type(tx, obj, source, guards)
+        if v is not None:
+            return v
+    for applies, make in _BY_KIND:
+        if applies(obj):
+            v = make(tx, obj, source, guards)
+            if v is not None:
+                return v
+    if guards is not None:
+        guards.type_is(source, obj)
+    return state.remember(obj, ObjectValue(obj, source))
 
-    if isinstance(obj, torch.Tensor):
-        return _wrap_tensor(tx, obj, source)
-    t = type(obj)
-    if t is int and obj not in (0, 1) and isinstance(source, LocalSource) \
-            and state.shapes.int_is_dynamic(source.describe(), obj):
+
+# -- exact types ---------------------------------------------------------------------
+
+def _wrap_int(tx, obj, source, guards):
+    state = tx.state
+    if obj not in (0, 1) and isinstance(source, LocalSource) and state.shapes.int_is_dynamic(source.describe(), obj):
         guards.type_is(source, obj)
         node, sym = state.builder.add_symint_input(obj, source, source.describe())
         v = SymNodeValue(node, sym)
         v.source = source
         return v
-    if t in _LITERALS:
-        if guards is not None:
-            return ConstantValue(obj, source, pending_guard=lambda: guards.constant(source, obj))
-        return ConstantValue(obj, source)
-    if isinstance(obj, str) and t is not str:
-        # a str subclass (``torch.__version__``, a TorchVersion): immutable, so a constant
-        # whose own methods run on the real object; guarded by type and value
-        if guards is not None:
-            guards.type_is(source, obj)
-            guards.constant(source, obj)
-        return ConstantValue(obj, source)
-    if isinstance(obj, _METADATA_CONSTANTS) or isinstance(obj, enum.Enum):
-        if guards is not None:
-            if isinstance(obj, (torch.dtype, enum.Enum, type(Ellipsis), type(NotImplemented))):
-                guards.identity(source, obj, "constant")
-            else:
-                guards.constant(source, obj)
-        return ConstantValue(obj, source)
-    if isinstance(obj, torch.Size):
-        if guards is not None:
-            guards.constant(source, obj)
-        return ConstantValue(obj, source)
-    if t is tuple or _is_namedtuple_class(t) or _is_structseq_class(t):
-        if guards is not None:
-            guards.length(source, obj)
-        items = [wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)]
-        return TupleValue(items, source) if t is tuple else NamedTupleValue(items, t, source)
-    if t is list:
-        if guards is not None:
-            guards.length(source, obj)
-        v = ListValue([wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)], source)
-        v.real = obj
-        return state.remember(obj, v)
-    if t in (dict, collections.OrderedDict, collections.defaultdict):
-        return _wrap_dict(tx, obj, source)
-    if t is collections.deque and source is not None:
+    return _wrap_literal(tx, obj, source, guards)
+
+
+def _wrap_literal(tx, obj, source, guards):
+    if guards is not None:
+        return ConstantValue(obj, source, pending_guard=lambda: guards.constant(source, obj))
+    return ConstantValue(obj, source)
+
+
+def _items(tx, obj, source) -> list:
+    return [wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)]
+
+
+def _wrap_tuple(tx, obj, source, guards):
+    if guards is not None:
         guards.length(source, obj)
-        guards.constant(AttrSource(source, "maxlen"), obj.maxlen)
-        v = DequeValue([wrap(tx, x, ItemSource(source, i)) for i, x in enumerate(obj)], obj.maxlen, source)
-        v.real = obj
-        return state.remember(obj, v)
-    if t in (set, frozenset):
-        if not all(type(k) in _LITERALS for k in obj):
-            raise Unsupported("sets of non-constant items read from outside the frame")
-        if guards is not None:
-            guards.constant(source, obj) if t is frozenset else guards.add(
-                "const", source, f"{{v}} == {state.ns.ref(set(obj))}", f"{source.describe()} == {obj!r}")
-        if t is frozenset:
-            return ConstantValue(obj, source)
-        return state.remember(obj, SetValue({k: const(k) for k in obj}, source))
-    if isinstance(obj, torch.nn.Module):
-        # guarded by type, not identity: every attribute, parameter and submodule read
-        # through it is guarded on its own, so layers of one class share entries
-        if guards is not None:
-            guards.type_is(source, obj)
-        return state.remember(obj, ModuleValue(obj, source))
-    if isinstance(obj, types.FunctionType):
-        return _wrap_function(tx, obj, source)
-    if isinstance(obj, functools._lru_cache_wrapper):
-        if guards is not None:
-            guards.identity(source, obj, "function")
-        return state.remember(obj, CachedFunctionValue(obj, source, realize))
-    if isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor) \
-            and hasattr(torch.Tensor, obj.__name__):
-        # ``x.add`` handed over a graph break: a new object on every call; traced as the
-        # tensor's method, guarded by name (the tensor is guarded on its own)
-        if guards is not None:
-            guards.type_is(source, obj)
-            guards.constant(AttrSource(source, "__name__"), obj.__name__)
-        self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
-        return TensorMethodValue(self_v, obj.__name__)
-    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
-                        types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)) \
-            or type(obj).__name__ in ("OpOverloadPacket", "OpOverload"):
-        if guards is not None:
-            guards.identity(source, obj, "function")
-        return wrap_c_callable(tx, obj, source)
-    if isinstance(obj, types.ModuleType):
-        if guards is not None:
-            guards.identity(source, obj, "module")
-        return PythonModuleValue(obj, source)
-    if isinstance(obj, type):
-        if guards is not None:
-            guards.identity(source, obj, "class")
-        return wrap_class(tx, obj, source)
-    if isinstance(obj, functools.partial):
-        if guards is not None:
-            guards.type_is(source, obj)
-            guards.length(AttrSource(source, "args"), obj.args)
-            guards.dict_keys(AttrSource(source, "keywords"), obj.keywords)
-        func = wrap(tx, obj.func, AttrSource(source, "func") if source else None)
-        args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None) for i, a in enumerate(obj.args)]
-        kwargs = {k: wrap(tx, a, ItemSource(AttrSource(source, "keywords"), k) if source else None)
-                  for k, a in obj.keywords.items()}
-        return PartialValue(func, args, kwargs, source, obj)
-    if isinstance(obj, types.MethodType):
-        special = wrap_grad_mode_exit(tx, obj, source) or wrap_autocast_exit(tx, obj, source)
-        if special is not None:
-            return special
-        if guards is not None:
-            guards.type_is(source, obj)
-        func = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
-        self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
-        return BoundMethodValue(func, self_v, source)
-    if t in CARRIED_ITERATOR_TYPES and source is not None:
-        rest = remaining_items(obj)
-        if rest is not None:
-            guards.type_is(source, obj)
-            return state.remember(obj, CarriedIteratorValue(obj, source, rest))
-    special = wrap_special_object(tx, obj, source)
+    items = _items(tx, obj, source)
+    return TupleValue(items, source) if type(obj) is tuple else NamedTupleValue(items, type(obj), source)
+
+
+def _wrap_list(tx, obj, source, guards):
+    if guards is not None:
+        guards.length(source, obj)
+    v = ListValue(_items(tx, obj, source), source)
+    v.real = obj
+    return tx.state.remember(obj, v)
+
+
+def _wrap_deque(tx, obj, source, guards):
+    if source is None:
+        return None
+    guards.length(source, obj)
+    guards.constant(AttrSource(source, "maxlen"), obj.maxlen)
+    v = DequeValue(_items(tx, obj, source), obj.maxlen, source)
+    v.real = obj
+    return tx.state.remember(obj, v)
+
+
+def _wrap_set(tx, obj, source, guards):
+    state = tx.state
+    if not all(type(k) in _LITERALS for k in obj):
+        raise Unsupported("sets of non-constant items read from outside the frame")
+    frozen = type(obj) is frozenset
+    if guards is not None:
+        guards.constant(source, obj) if frozen else guards.add(
+            "const", source, f"{{v}} == {state.ns.ref(set(obj))}", f"{source.describe()} == {obj!r}")
+    if frozen:
+        return ConstantValue(obj, source)
+    return state.remember(obj, SetValue({k: const(k) for k in obj}, source))
+
+
+_BY_TYPE = {
+    **{t: _wrap_literal for t in _LITERALS}, int: _wrap_int,
+    tuple: _wrap_tuple, list: _wrap_list,
+    dict: lambda tx, obj, source, guards: _wrap_dict(tx, obj, source),
+    collections.OrderedDict: lambda tx, obj, source, guards: _wrap_dict(tx, obj, source),
+    collections.defaultdict: lambda tx, obj, source, guards: _wrap_dict(tx, obj, source),
+    collections.deque: _wrap_deque, set: _wrap_set, frozenset: _wrap_set,
+}
+
+
+# -- kinds, in order ------------------------------------------------------------------
+
+def _wrap_str_subclass(tx, obj, source, guards):
+    # a str subclass (``torch.__version__``, a TorchVersion): immutable, so a constant
+    # whose own methods run on the real object; guarded by type and value
+    if guards is not None:
+        guards.type_is(source, obj)
+        guards.constant(source, obj)
+    return ConstantValue(obj, source)
+
+
+def _wrap_metadata_constant(tx, obj, source, guards):
+    if guards is not None:
+        if isinstance(obj, (torch.dtype, enum.Enum, type(Ellipsis), type(NotImplemented))):
+            guards.identity(source, obj, "constant")
+        else:
+            guards.constant(source, obj)
+    return ConstantValue(obj, source)
+
+
+def _wrap_size(tx, obj, source, guards):
+    if guards is not None:
+        guards.constant(source, obj)
+    return ConstantValue(obj, source)
+
+
+def _wrap_module(tx, obj, source, guards):
+    # guarded by type, not identity: every attribute, parameter and submodule read
+    # through it is guarded on its own, so layers of one class share entries
+    if guards is not None:
+        guards.type_is(source, obj)
+    return tx.state.remember(obj, ModuleValue(obj, source))
+
+
+def _wrap_lru_cache(tx, obj, source, guards):
+    if guards is not None:
+        guards.identity(source, obj, "function")
+    return tx.state.remember(obj, CachedFunctionValue(obj, source, realize))
+
+
+def _is_tensor_method(obj) -> bool:
+    return isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor) \
+        and hasattr(torch.Tensor, obj.__name__)
+
+
+def _wrap_tensor_method(tx, obj, source, guards):
+    # ``x.add`` handed over a graph break: a new object on every call; traced as the
+    # tensor's method, guarded by name (the tensor is guarded on its own)
+    if guards is not None:
+        guards.type_is(source, obj)
+        guards.constant(AttrSource(source, "__name__"), obj.__name__)
+    self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
+    return TensorMethodValue(self_v, obj.__name__)
+
+
+_C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
+                     types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)
+
+
+def _is_c_callable(obj) -> bool:
+    return isinstance(obj, _C_CALLABLE_TYPES) or type(obj).__name__ in ("OpOverloadPacket", "OpOverload")
+
+
+def _wrap_c_callable(tx, obj, source, guards):
+    if guards is not None:
+        guards.identity(source, obj, "function")
+    return wrap_c_callable(tx, obj, source)
+
+
+def _wrap_python_module(tx, obj, source, guards):
+    if guards is not None:
+        guards.identity(source, obj, "module")
+    return PythonModuleValue(obj, source)
+
+
+def _wrap_class(tx, obj, source, guards):
+    if guards is not None:
+        guards.identity(source, obj, "class")
+    return wrap_class(tx, obj, source)
+
+
+def _wrap_partial(tx, obj, source, guards):
+    if guards is not None:
+        guards.type_is(source, obj)
+        guards.length(AttrSource(source, "args"), obj.args)
+        guards.dict_keys(AttrSource(source, "keywords"), obj.keywords)
+    func = wrap(tx, obj.func, AttrSource(source, "func") if source else None)
+    args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None) for i, a in enumerate(obj.args)]
+    kwargs = {k: wrap(tx, a, ItemSource(AttrSource(source, "keywords"), k) if source else None)
+              for k, a in obj.keywords.items()}
+    return PartialValue(func, args, kwargs, source, obj)
+
+
+def _wrap_bound_method(tx, obj, source, guards):
+    special = wrap_grad_mode_exit(tx, obj, source) or wrap_autocast_exit(tx, obj, source)
     if special is not None:
         return special
     if guards is not None:
         guards.type_is(source, obj)
-    return state.remember(obj, ObjectValue(obj, source))
+    func = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
+    self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
+    return BoundMethodValue(func, self_v, source)
+
+
+def _wrap_carried_iterator(tx, obj, source, guards):
+    if source is None:
+        return None
+    rest = remaining_items(obj)
+    if rest is None:
+        return None
+    guards.type_is(source, obj)
+    return tx.state.remember(obj, CarriedIteratorValue(obj, source, rest))
+
+
+_BY_KIND = [
+    (lambda obj: isinstance(obj, torch.Tensor), lambda tx, obj, source, guards: _wrap_tensor(tx, obj, source)),
+    (lambda obj: isinstance(obj, str), _wrap_str_subclass),        # exact str is a literal (_BY_TYPE)
+    (lambda obj: isinstance(obj, (*_METADATA_CONSTANTS, enum.Enum)), _wrap_metadata_constant),
+    (lambda obj: isinstance(obj, torch.Size), _wrap_size),
+    (lambda obj: _is_namedtuple_class(type(obj)) or _is_structseq_class(type(obj)), _wrap_tuple),
+    (lambda obj: isinstance(obj, torch.nn.Module), _wrap_module),
+    (lambda obj: isinstance(obj, types.FunctionType), lambda tx, obj, source, guards: _wrap_function(tx, obj, source)),
+    (lambda obj: isinstance(obj, functools._lru_cache_wrapper), _wrap_lru_cache),
+    (_is_tensor_method, _wrap_tensor_method),
+    (_is_c_callable, _wrap_c_callable),
+    (lambda obj: isinstance(obj, types.ModuleType), _wrap_python_module),
+    (lambda obj: isinstance(obj, type), _wrap_class),
+    (lambda obj: isinstance(obj, functools.partial), _wrap_partial),
+    (lambda obj: isinstance(obj, types.MethodType), _wrap_bound_method),
+    (lambda obj: type(obj) in CARRIED_ITERATOR_TYPES, _wrap_carried_iterator),
+    (lambda obj: True, lambda tx, obj, source, guards: wrap_special_object(tx, obj, source)),
+]
 
 
 def _wrap_tensor(tx, obj: torch.Tensor, source) -> Value:

@@ -16,6 +16,7 @@ import types
 import torch
 
 from ...exc import Unsupported
+from ..operator_table import ALL_OPERATOR_FUNCTIONS
 from .base import (ConstantValue, TracedException, Value, check_iterable, const, raise_python, sort_by_keys,
                    type_lookup, type_name)
 from .containers import DictValue, ListValue, SetValue, SliceValue, TracedKey, TupleValue, key_of, set_items
@@ -501,13 +502,7 @@ def _fromkeys(cls):
 
 for _cls in (dict, collections.OrderedDict, collections.defaultdict):
     BUILTINS[_cls.fromkeys] = _fromkeys(_cls)
-for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
-            operator.pow, operator.matmul, operator.and_, operator.or_, operator.xor, operator.lshift,
-            operator.rshift, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,
-            operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv, operator.imod,
-            operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor):
-    BUILTINS[_op] = _operator(_op)
-for _op in (operator.neg, operator.pos, operator.invert, operator.inv, operator.abs):
+for _op in ALL_OPERATOR_FUNCTIONS:
     BUILTINS[_op] = _operator(_op)
 for _name in ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "tanh", "floor", "ceil", "pow",
               "isnan", "isinf", "isfinite", "gcd", "fabs", "prod", "trunc", "atan", "atan2", "erf", "log1p",

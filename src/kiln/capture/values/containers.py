@@ -1,8 +1,11 @@
-"""Containers: tuples, lists, dicts, sets, slices, ranges and iterators.
+"""Containers: tuples (named tuples too), lists, dicts and their views, sets, slices.
 
 Containers made inside the frame are fully symbolic.  Containers that came in from
-outside (arguments, globals, attributes) carry a source; when such a list or dict is
-mutated, the glue writes its new contents back after the graph runs.
+outside (arguments, globals, attributes) carry a source; when one is mutated it is
+recorded in ``side_effects.mutated_containers`` and the glue writes its new contents
+back after the graph runs.  Iterators (``range`` included) are in ``iterators.py``,
+deques in ``deques.py``, subclasses of these types in ``container_subclasses.py``, and
+how keys hash and compare in ``keys.py``.
 """
 from __future__ import annotations
 

@@ -292,14 +292,6 @@ class PartialValue(Value):
         return [self.func, *self.args, *self.kwargs.values()]
 
 
-def constant_or_none(v: Value | None):
-    if v is None:
-        return None
-    if isinstance(v, ConstantValue):
-        return v.value
-    return v.as_constant()
-
-
 class CachedFunctionValue(Value):
     """A ``functools.lru_cache`` / ``functools.cache`` wrapper called in the frame.
 
