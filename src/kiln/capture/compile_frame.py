@@ -20,13 +20,13 @@ from ..backends.random_draws import draws_random_numbers, redrawn_by_trace
 from ..config import config
 from ..exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
 from ..metrics import BreakRecord, metrics
+from ..runtime.fallback import InputSnapshot, RngSnapshot, run_frame_as_python
+from ..runtime.outputs import gradients_through_reached_outputs
 from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import InputSnapshot, RngSnapshot, mutated_inputs, run_frame_as_python
-from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
-                            partial_backward_diverges, storage_key)
+from .graph_outputs import extra_outputs, mutated_inputs, output_reach, partial_backward_diverges, storage_key
 from .interpreter import BreakHere, Tracer
 from .resume import note_probed
 from .sources import ClosureSource, FnSource, LocalSource
@@ -122,7 +122,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
             state.close_autocast(record=False)
             torch._C._set_grad_enabled(grad_before)
         break
-    # which carried iterators the entry depends on (graph_break.LoopExitPicker)
+    # which carried iterators the entry depends on (runtime.steps.LoopExitPicker)
     note_probed(fn.__code__, [n for n, v in real_locals.items() if id(v) in state.probed_iterators])
     if outcome[0] == "return":
         entry = _finish(state, fn, final_grad, compiler, tracer, result=outcome[1])
@@ -286,7 +286,7 @@ def _handoff(live, guards) -> list:
 
 def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watched: list, snapshot: bool):
     """The graph call inside ``try``: if the graph raises, the frame runs as Python from
-    its start (``graph_errors``), so eager's side effects before the failing op happen.
+    its start (``runtime.fallback``), so eager's side effects before the failing op happen.
     ``watched``: inputs the graph changes in place as it runs (a backend that runs it op by
     op); their versions are read before the call, and if one moved before the error the
     frame cannot be re-run (the change would apply twice): they are put back from copies
@@ -310,7 +310,7 @@ def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watc
 
 
 def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs: str, one_node: bool):
-    """The glue after the graph call: outputs behave as eager's (``graph_outputs``).
+    """The glue after the graph call: outputs behave as eager's (``runtime.outputs``).
     ``one_node``: the backend may make the graph one autograd node (it is not known to
     run the graph as it is)."""
     fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \

@@ -16,6 +16,7 @@ import types
 import torch
 
 from ...exc import Unsupported
+from ...runtime import caches
 from .base import (ConstantValue, TracedException, Value, check_iterable, const, raise_python, sort_by_keys,
                    type_lookup, type_name)
 from .containers import DictValue, ListValue, SetValue, SliceValue, TracedKey, TupleValue, key_of, set_items
@@ -85,6 +86,9 @@ def _signature(fn):
         return inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+
+
+caches.register("capture.values.builtins.signatures", _signature.cache_clear)
 
 
 def _consts(args):

@@ -27,6 +27,7 @@ import itertools
 import operator
 
 from ...exc import Unsupported
+from ...runtime.steps import SEQUENCE_ITERATORS as _SEQUENCE_ITERATORS
 from ..sources import CallSource, ItemSource
 from .base import ConstantValue, Value, check_iterable, const, raise_python
 from .containers import DictValue, DictViewValue, ListValue, TupleValue
@@ -153,24 +154,6 @@ def remaining_items(it):
     return None
 
 
-def has_items(it) -> bool:
-    """Whether ``remaining_items(it)`` would be non-empty, without building it: what a
-    step function asks of the iterator of a loop around its break to pick the
-    continuation (``graph_break.LoopExitPicker``), once per iteration.  True for kinds
-    whose items cannot be read (the continuation breaks at their ``FOR_ITER`` anyway)."""
-    t = type(it)
-    if t in _SEQUENCE_ITERATORS:
-        return operator.length_hint(it) > 0
-    if t is enumerate:
-        return has_items(it.__reduce__()[1][0])
-    if t is zip:
-        red = it.__reduce__()
-        if len(red) > 2 and red[2]:
-            return True
-        return all(has_items(i) for i in red[1])
-    return True
-
-
 def iterated_containers(it) -> list:
     """The mutable containers a built-in iterator walks (a list, a dict, a set), which
     it reads live: a change the trace makes to one must be seen by the next item."""
@@ -184,8 +167,6 @@ def iterated_containers(it) -> list:
     return [found] if isinstance(found, (list, dict, set)) else []
 
 
-_SEQUENCE_ITERATORS = frozenset(type(i) for i in (
-    iter(()), iter([]), iter(range(0)), iter(""), iter({}), iter({}.values()), iter({}.items()), iter(set())))
 CARRIED_ITERATOR_TYPES = _SEQUENCE_ITERATORS | {enumerate, zip}
 
 
@@ -217,7 +198,7 @@ class CarriedIteratorValue(IteratorValue):
         i = len(self.items)
         src, guards = self.rest_source, tx.state.guards
         # the entry now depends on how many items are left: a loop's continuation is
-        # picked by that (see graph_break.LoopExitPicker)
+        # picked by that (see runtime.steps.LoopExitPicker)
         tx.state.probed_iterators.add(self.obj_id)
         for container in self.walks:
             known = tx.state.known_value(container)
