@@ -6,16 +6,17 @@ backend and returns something to run the graph with:
 
 * If the backend raises while compiling (or returns something that is not callable),
   the graph runs eagerly from then on.
-* If the compiled callable raises on its **first** call, the graph is re-run eagerly on
-  the same inputs (``kiln.runtime.fallback.FirstCallFallback``, which also says why
-  later calls are not guarded and how a changed input is detected).  If eager succeeds,
-  the backend was at fault: the eager result is returned and the graph runs eagerly
-  from then on.  If eager raises too, the error is the user's, and the eager error is
-  raised (what they would see without Kiln).
-* Later calls are not guarded.  (The AOTAutograd-based backends compile another variant
-  the first time a graph is called in a new autograd situation, e.g. under ``no_grad``
-  after training; a failure there surfaces as their ``BackendError``, unhandled, or is
-  caught by the glue's own fallback, which re-runs the whole frame as Python.)
+* If the compiled callable raises on its **first** call, the call is re-run as Python
+  (the whole frame when the glue calls the graph, else the graph eagerly on the same
+  inputs: ``kiln.runtime.fallback.GraphCall``, which also says how a changed input is
+  detected).  If that succeeds, the backend was at fault: the eager result is returned
+  and the graph runs eagerly from then on.  If it raises too, the error is the user's,
+  and the eager error is raised (what they would see without Kiln).
+* Later calls are not the failure policy's: by then the compiled code has run once on
+  real inputs.  An error there is re-run by the glue's frame-level fallback (same
+  module).  (The AOTAutograd-based backends compile another variant the first time a
+  graph is called in a new autograd situation, e.g. under ``no_grad`` after training; a
+  failure there surfaces as their ``BackendError``, which is raised.)
 
 Each fallback warns once, in one line, with :class:`BackendFallbackWarning` naming the
 backend, the graph and the user's source location, and counts in
@@ -37,7 +38,7 @@ from kiln import trace
 from kiln.config import config
 from kiln.exc import BackendError
 from kiln.metrics import metrics
-from kiln.runtime.fallback import BackendFallbackWarning, FirstCallFallback, Where, describe, warn_fallback
+from kiln.runtime.fallback import BackendFallbackWarning, GraphCall, Where, describe, warn_fallback
 
 __all__ = ["BackendFallbackWarning", "compile_graph", "BACKEND_WRAPPERS"]
 
@@ -50,16 +51,17 @@ BACKEND_WRAPPERS: list[Callable[[Callable, str, str], Callable]] = []
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backend_fn: Callable, *,
                   backend_name: str, graph_name: str, user_location: str | None = None,
-                  caller_reruns_frame: bool = False) -> Callable:
+                  inputs_change_last: bool = False) -> Callable:
     """Compile ``gm`` with ``backend_fn`` under Kiln's failure policy (see the module docstring).
 
-    Returns a callable taking the graph's inputs positionally.  ``caller_reruns_frame``:
-    the backend applies input mutations only after every op ran and the caller handles
-    any error of a call by running the whole frame as Python (Kiln's glue).  Then an error
-    on the first call is passed on as is: re-running the graph eagerly here would apply
-    its input mutations before the same error, and the frame's Python run would apply
-    them again (and AOTAutograd bumps the version of an input it will write before its
-    graph runs, so the version check could not tell either).
+    Returns a callable taking the graph's inputs positionally: a ``GraphCall`` (whose
+    ``run``/``failed`` the glue uses), or the graph's own forward.  ``inputs_change_last``:
+    the backend's graphs change inputs in place only after every op ran
+    (``backends.contract.applies_input_mutations_last``).  Their first call has no
+    fallback of its own: re-running such a graph eagerly would apply its input mutations
+    before the same error (and AOTAutograd bumps the version of an input it will write
+    before its graph runs, so the version check could not tell); an error reaches the
+    caller as it is, and the glue re-runs the frame as Python (``runtime.fallback``).
     """
     eager_forward = gm.forward  # bound now: a backend that rewrites gm cannot change it
     for wrap in BACKEND_WRAPPERS:
@@ -78,9 +80,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
         trace.backend_compile(graph_name, backend_name, time.perf_counter() - start, error)
     if compiled is gm and type(gm).forward is eager_forward.__func__:
         compiled = eager_forward    # the graph module itself, not rewritten: its own forward
-    if compiled == eager_forward or caller_reruns_frame:
+    if compiled == eager_forward or inputs_change_last:
         return compiled
-    return FirstCallFallback(compiled, eager_forward, where)
+    return GraphCall(compiled, eager_forward, where)
 
 
 def _fall_back(where: Where, when: str, error: Exception, eager_forward: Callable) -> Callable:

@@ -5,9 +5,12 @@ miss) ``capture`` traces the frame, a backend compiles the graph, and codegen wr
 the guard and glue functions as Python source.  At **call time** those generated
 functions run, and everything they call lives here: the error fallback
 (``fallback``), the output fix-ups that make a backend's outputs behave as eager's
-(``outputs``), the hooks that make a compiled backward do only what eager's would
-(``backward_reach``), the step functions and loop-exit pickers of a graph break
-(``steps``), and the compiled callees at a break (``callees``).  ``caches`` holds the
+(``outputs``), what guards and glue ask of and rebuild as real iterators
+(``iterators``), the contexts the glue enters again at a break and the autocast state
+the guards read (``contexts``), exceptions rebuilt (``objects``), the hooks that make a
+compiled backward do only what eager's would (``backward_reach``), the step functions
+and loop-exit pickers of a graph break (``steps``), and the compiled callees at a break
+(``callees``).  ``caches`` holds the
 process-wide caches' registry behind ``kiln.reset()``.
 
 Why one package: what runs per call is what costs per call, so it is where a faster

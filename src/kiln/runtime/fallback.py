@@ -1,43 +1,45 @@
-"""When compiled code raises at run time: run Python instead, or say why not.
+"""When a compiled graph raises at run time: run Python instead, or say why not.
 
 A compiled graph that raises must not give the user a different program.  Python is
 always a correct answer (the graph is plain PyTorch, the frame is the user's code), so
-Kiln re-runs as Python the smallest unit it can re-run soundly, and tells eager's
-error (the user's) from a backend's:
+Kiln re-runs the call as Python and tells eager's error (the user's) from a backend's.
+One mechanism does it, for every graph, with the largest unit it can re-run:
 
-* **The graph, on its first call** (``FirstCallFallback``: what ``backends.policy``
-  wraps a backend's callable in).  If the compiled callable raises on its first call,
-  the graph runs eagerly on the same inputs.  If that succeeds the backend was at
-  fault: its result is returned, one ``BackendFallbackWarning`` says so, and the graph
-  runs eagerly from then on.  If it raises too, the error is the user's and is raised,
-  with a note naming the backend's error.  Later calls are not guarded: by then the
-  compiled code has run once on real inputs.
-* **The whole frame, on any call** (``run_frame_as_python``: the handler the glue puts
-  around its graph call).  The glue applies a frame's Python side effects after its
-  graph has run; if an op in the graph raises, eager would have applied the side
-  effects before that op and raised there.  So the glue puts back the state the graph
-  may have changed (grad mode, the random generators: ``RngSnapshot``) and runs the
-  frame's own code as Python from its start, which applies exactly eager's side effects
-  and raises eager's error.  If that does not raise, the graph raised where eager does
-  not (a backend bug): the result is eager's and a ``BackendFallbackWarning`` says so.
+* **In a frame** (the glue), the unit is the whole frame.  The glue applies a frame's
+  Python side effects after its graph has run; if an op in the graph raises, eager would
+  have applied the side effects before that op and raised there.  So the glue calls the
+  graph inside ``try``; on an error it puts back the state the graph may have changed
+  (grad mode, the random generators: ``RngSnapshot``) and runs the frame's own code as
+  Python from its start, which applies exactly eager's side effects and raises eager's
+  error (``GraphCall.failed``, or ``run_frame_as_python`` for a graph that is not a
+  ``GraphCall``).
+* **Alone** (a caller of ``backends.compile_graph`` with no frame around the graph), the
+  unit is the graph, run eagerly on the same inputs (``GraphCall.__call__``).
 
-Both re-runs are sound only if the failed attempt changed no input: re-running on an
-input the compiled code already changed in place would apply the change twice.  Rather
-than cloning inputs before every call, the inputs' version counters are read before the
-call and compared after the error (``moved``; every in-place ATen op bumps them,
-including AOTAutograd's write-back).  If one moved, the graph-level fallback raises
-``BackendError``; the glue puts the inputs back from copies where it took them
-(``InputSnapshot``: where the frame has Python side effects to lose, for inputs that do
-not require grad) and otherwise re-raises.  A backend that applies input mutations only
-after every op ran (AOTAutograd's, ``backends.contract.applies_input_mutations_last``)
-changes no input before an error; its graphs are left to the frame-level fallback alone
-(re-running such a graph eagerly would apply its mutations before the same error, and
-the frame's Python run would apply them again).
+If the Python run raises too, the error is the user's and is raised.  If it does not,
+the graph raised where eager does not, a backend's fault.  On a graph's **first** call
+(the backend's callable has never run on real inputs) that is the backend's failure
+policy (``backends.policy``): one ``BackendFallbackWarning`` naming the backend, the
+graph and the user's line, ``kiln.metrics.backend_fallbacks`` counts it, and the graph
+runs eagerly from then on.  On a later call the result is eager's with a
+``BackendFallbackWarning`` saying so, and the next call tries the compiled graph again.
+With ``kiln.config.raise_on_backend_error`` a ``BackendError`` chained from the backend's
+exception is raised instead (at a first call without re-running anything, so the inputs
+are as the failed attempt left them).
 
-With ``kiln.config.raise_on_backend_error`` a ``BackendError`` chained from the
-backend's exception is raised instead of falling back (at a graph's first call without
-running it eagerly, so the inputs are as the failed attempt left them).  Every fallback
-of a named graph counts in ``kiln.metrics.backend_fallbacks`` and is traced.
+Re-running is sound only if the failed attempt changed no input: re-running on an input
+the compiled code already changed in place would apply the change twice.  Rather than
+cloning inputs before every call, the inputs' version counters are read before the call
+and compared after the error (every in-place ATen op bumps them, including AOTAutograd's
+write-back).  On a first call every tensor input is watched (``versions``/``moved``), and
+a change raises ``BackendError``; on every call the glue watches the inputs the trace
+changes in place, puts them back from copies where it took them (``InputSnapshot``:
+where the frame has Python side effects to lose, for inputs that do not require grad)
+and otherwise re-raises.  A backend whose graphs change inputs only after every op ran
+(AOTAutograd's, ``backends.contract.applies_input_mutations_last``) changed nothing
+before an error, and bumps the versions of the inputs it will write before its graph
+runs, so the first-call watch could not tell: its graphs are not ``GraphCall``s, and
+their errors go straight to the frame's re-run.
 """
 from __future__ import annotations
 
@@ -99,25 +101,36 @@ def moved(tensors, before: tuple) -> list:
     return [i for i, (t, v) in enumerate(zip(tensors, before)) if v is not None and t._version != v]
 
 
-class FirstCallFallback:
-    """Runs a backend's compiled callable; on its first call, falls back to the eager graph
-    if it raises (see the module docstring)."""
+class GraphCall:
+    """A backend's compiled graph as Kiln calls it, with the error fallback of its first
+    call (see the module docstring).
 
-    __slots__ = ("_target", "_compiled", "_eager", "_where")
+    The glue calls ``run`` (on the first call, ``_first_run``; afterwards the backend's
+    callable itself, or the eager graph after a fallback: one attribute read per call)
+    inside its ``try`` and hands an error to ``failed`` with the frame to re-run.  Called
+    directly (``compile_graph``'s callers outside a frame), it re-runs the graph alone."""
+
+    __slots__ = ("run", "_compiled", "_eager", "_where", "_failed_first")
 
     def __init__(self, compiled: Callable, eager: Callable, where: Where):
         self._compiled, self._eager, self._where = compiled, eager, where
-        self._target = self._first_call
-
-    def __call__(self, *args):
-        return self._target(*args)
+        self._failed_first = None     # the error of a first call that may fall back
+        self.run = self._first_run
 
     @property
     def compiled(self) -> Callable:
         """What runs the graph now: the backend's callable, or the eager graph after a fallback."""
-        return self._eager if self._target is self._eager else self._compiled
+        return self._eager if self.run is self._eager else self._compiled
 
-    def _first_call(self, *args):
+    def __call__(self, *args):
+        try:
+            return self.run(*args)
+        except Exception as e:
+            if e is not self._failed_first:
+                raise             # a later call's error, or the policy's BackendError
+            return self.failed(e, None, None, lambda: self._eager(*args))
+
+    def _first_run(self, *args):
         before = versions(args)
         try:
             out = self._compiled(*args)
@@ -130,16 +143,28 @@ class FirstCallFallback:
                     f"{describe(e)}") from e
             if config.raise_on_backend_error:
                 raise BackendError(f"{self._where} failed on its first call: {describe(e)}") from e
-            try:
-                out = self._eager(*args)
-            except Exception as eager_error:
-                # the graph fails eagerly as well: this is the user's error, not the backend's
-                eager_error.add_note(f"(kiln: {self._where} also failed: {describe(e)})")
-                raise eager_error from None
-            warn_fallback(self._where, "on its first call", e)
-            self._target = self._eager
-            return out
-        self._target = self._compiled
+            self._failed_first = e
+            raise
+        self.run = self._compiled
+        return out
+
+    def failed(self, error: Exception, grad_mode: bool | None, rng: "RngSnapshot | None", rerun: Callable):
+        """``error`` ended a call: re-run it as Python (``rerun``: the graph eagerly, or the
+        frame), after putting back grad mode and the generators if given.  An error of the
+        first call that Python does not raise is the backend's: it warns naming the backend
+        and the graph runs eagerly from then on; one that Python raises too is the user's."""
+        if error is not self._failed_first:
+            return run_frame_as_python(error, grad_mode, rng, rerun)
+        self._failed_first = None
+        _put_back(grad_mode, rng)
+        try:
+            out = rerun()
+        except Exception as eager_error:
+            # Python fails as well: this is the user's error, not the backend's
+            eager_error.add_note(f"(kiln: {self._where} also failed: {describe(error)})")
+            raise eager_error from None
+        warn_fallback(self._where, "on its first call", error)
+        self.run = self._eager
         return out
 
 
@@ -182,12 +207,11 @@ class InputSnapshot:
 
 
 def run_frame_as_python(error: Exception, grad_mode: bool, rng: RngSnapshot | None, call):
-    """The glue's handler for a graph that raised ``error``: see the module docstring."""
+    """The glue's handler for a graph that raised ``error`` (past its first call, or of a
+    graph without a first-call fallback): see the module docstring."""
     if isinstance(error, BackendError):
         raise error       # the failure policy chose to raise (config.raise_on_backend_error)
-    torch._C._set_grad_enabled(grad_mode)
-    if rng is not None:
-        rng.restore()
+    _put_back(grad_mode, rng)
     result = call()        # raises eager's error, with eager's side effects before it
     message = (f"kiln: a compiled graph raised {type(error).__name__}: {error}, but the frame ran as "
                f"Python without error; its result is eager's")
@@ -195,3 +219,11 @@ def run_frame_as_python(error: Exception, grad_mode: bool, rng: RngSnapshot | No
         raise BackendError(message) from error
     warnings.warn(message, BackendFallbackWarning, stacklevel=3)
     return result
+
+
+def _put_back(grad_mode: bool | None, rng: RngSnapshot | None) -> None:
+    """Grad mode and the generators as they were before the failed call (None: leave it)."""
+    if grad_mode is not None:
+        torch._C._set_grad_enabled(grad_mode)
+    if rng is not None:
+        rng.restore()

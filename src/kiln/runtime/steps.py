@@ -13,32 +13,10 @@ module imports nothing above Kiln's foundation.
 from __future__ import annotations
 
 import functools
-import operator
 import types
 from typing import Callable
 
-# the built-in iterators over a sequence or a dict/set, whose remaining items their
-# ``__reduce__`` reads without advancing them
-SEQUENCE_ITERATORS = frozenset(type(i) for i in (
-    iter(()), iter([]), iter(range(0)), iter(""), iter({}), iter({}.values()), iter({}.items()), iter(set())))
-
-
-def has_items(it) -> bool:
-    """Whether a built-in iterator has items left, without advancing it: what a step
-    function asks of the iterator of a loop around its break to pick the continuation
-    (``LoopExitPicker``), once per iteration.  True for kinds whose items cannot be read
-    (the continuation breaks at their ``FOR_ITER`` anyway)."""
-    t = type(it)
-    if t in SEQUENCE_ITERATORS:
-        return operator.length_hint(it) > 0
-    if t is enumerate:
-        return has_items(it.__reduce__()[1][0])
-    if t is zip:
-        red = it.__reduce__()
-        if len(red) > 2 and red[2]:
-            return True
-        return all(has_items(i) for i in red[1])
-    return True
+from .iterators import has_items
 
 
 class LoopExit:

@@ -27,7 +27,7 @@ import itertools
 import operator
 
 from ...exc import Unsupported
-from ...runtime.steps import SEQUENCE_ITERATORS as _SEQUENCE_ITERATORS
+from ...runtime.iterators import SEQUENCE_ITERATORS as _SEQUENCE_ITERATORS
 from ..sources import CallSource, ItemSource
 from .base import ConstantValue, Value, check_iterable, const, raise_python
 from .containers import DictValue, DictViewValue, ListValue, TupleValue
