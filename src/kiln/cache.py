@@ -161,4 +161,4 @@ def reset_caches():
     _VARIANTS.clear()
 
 
-caches.register("cache.frame_caches", reset_caches)
+caches.register("cache.frame_caches", reset_caches, _CACHES.__len__)

@@ -258,7 +258,7 @@ def forget_probes() -> None:
     _PROBED.clear()
 
 
-caches.register("capture.resume.probed_iterators", forget_probes)
+caches.register("capture.resume.probed_iterators", forget_probes, _PROBED.__len__)
 
 
 def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = True) -> types.CodeType:

@@ -16,19 +16,36 @@ from __future__ import annotations
 from typing import Callable
 
 _CLEARS: dict[str, Callable[[], None]] = {}
+_SIZES: dict[str, Callable[[], int]] = {}
 
 
-def register(name: str, clear: Callable[[], None]) -> None:
+def register(name: str, clear: Callable[[], None], size: Callable[[], int] | None = None) -> None:
     """Have ``reset_all()`` call ``clear()``.  ``name`` (``"module.what"``) says whose cache
-    it is; registering a name again replaces its ``clear`` (a module imported twice)."""
+    it is; registering a name again replaces it (a module imported twice).  ``size()``, if
+    given, counts the cache's entries (``sizes()``)."""
     _CLEARS[name] = clear
+    if size is not None:
+        _SIZES[name] = size
 
 
 def register_dict(name: str, cache: dict) -> dict:
-    """Register a plain dict (or any object with ``clear()``) as a cache; returns it, so that
-    ``_CACHE = caches.register_dict("module.cache", {})`` declares and registers at once."""
-    register(name, cache.clear)
+    """Register a plain dict (or any sized object with ``clear()``) as a cache; returns it,
+    so that ``_CACHE = caches.register_dict("module.cache", {})`` declares and registers at
+    once."""
+    register(name, cache.clear, cache.__len__)
     return cache
+
+
+def register_lru(name: str, fn):
+    """Register a ``functools.lru_cache`` function; returns it (usable as a decorator
+    below ``@functools.lru_cache``)."""
+    register(name, fn.cache_clear, lambda: fn.cache_info().currsize)
+    return fn
+
+
+def sizes() -> dict[str, int]:
+    """The number of entries of each cache that can count them, by name."""
+    return {name: size() for name, size in _SIZES.items()}
 
 
 def registered() -> list[str]:

@@ -81,7 +81,7 @@ def _identity_node(name: str):
     return Identity
 
 
-caches.register("runtime.outputs.identity_nodes", _identity_node.cache_clear)
+caches.register_lru("runtime.outputs.identity_nodes", _identity_node)
 
 
 def gradients_through_reached_outputs(outputs, inputs, reach) -> None:

@@ -35,7 +35,7 @@ def _spec(dumped: str):
     return pytree.treespec_loads(dumped)
 
 
-caches.register("capture.hops.functorch.treespecs", _spec.cache_clear)
+caches.register_lru("capture.hops.functorch.treespecs", _spec)
 
 
 def run_transform(kind: str, options: tuple, in_spec: str, out_spec: str, n_leaves: int, body, *operands):

@@ -88,7 +88,7 @@ def _signature(fn):
         return None
 
 
-caches.register("capture.values.builtins.signatures", _signature.cache_clear)
+caches.register_lru("capture.values.builtins.signatures", _signature)
 
 
 def _consts(args):
