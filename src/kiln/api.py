@@ -22,14 +22,13 @@ import torch
 
 from . import backends as _backends
 from .backends.ddp_split import BucketSplittingBackend
-from .cache import cache_for, closure_key, reset_caches
-from .capture.graph_break import reset_compiled_callees
-from .capture.resume import forget_probes
-from .capture.values.nn_modules import has_hooks
+from .cache import cache_for, closure_key
 from .distributed.ddp import active_bucket_layout
 from .distributed.module_state import share_module_state
 from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
 from .metrics import metrics
+from .runtime import caches
+from .runtime.callees import has_hooks
 
 
 class Compiler:
@@ -66,7 +65,8 @@ class Compiler:
         return obj
 
 
-_DDP_AWARE: dict = {}   # backend -> its splitter (keeps the backend alive); cleared by reset()
+# backend -> its splitter (keeps the backend alive)
+_DDP_AWARE: dict = caches.register_dict("api.ddp_aware_backends", {})
 
 
 def _ddp_aware(backend):
@@ -175,8 +175,11 @@ def _compile_callable(fn, compiler: Compiler, fullgraph):
     raise TypeError(f"kiln.compile cannot compile {fn!r}: it is not Python code (a builtin or C function)")
 
 
-_WRAPPER_CLASSES: dict = {}   # (class, forward, backend, fullgraph, dynamic) -> wrapper class
-_ORIGINALS = weakref.WeakKeyDictionary()   # compiled module -> the module it wraps
+# (class, forward, backend, fullgraph, dynamic) -> wrapper class
+_WRAPPER_CLASSES: dict = caches.register_dict("api.wrapper_classes", {})
+# compiled module -> the module it wraps: not a cache (a compiled module keeps its
+# original across kiln.reset()), so not registered
+_ORIGINALS = weakref.WeakKeyDictionary()
 
 
 def original_module(mod: torch.nn.Module) -> torch.nn.Module:
@@ -246,10 +249,7 @@ def _wrapper_class(cls: type, forward, compiler: Compiler, fullgraph: bool) -> t
 
 
 def reset() -> None:
-    """Forget every compiled entry and zero the metrics."""
-    reset_caches()
-    reset_compiled_callees()
-    forget_probes()
-    _WRAPPER_CLASSES.clear()
-    _DDP_AWARE.clear()
+    """Forget every compiled entry and zero the metrics: every process-wide cache is
+    registered with ``runtime.caches`` by its owner, and emptied here at once."""
+    caches.reset_all()
     metrics.reset()

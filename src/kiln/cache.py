@@ -18,6 +18,7 @@ from .capture.dynamism import ShapePolicy
 from .config import config
 from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
 from .metrics import BreakRecord, metrics
+from .runtime import caches
 
 
 class KilnWarning(UserWarning):
@@ -149,7 +150,12 @@ def cache_for(code, compiler, fullgraph, variant: tuple = ()) -> FrameCache:
 
 
 def reset_caches():
+    """Forget every frame cache (``kiln.reset``): a compiled function holding one sees it is
+    stale on its next call and looks its cache up again."""
     for c in _CACHES.values():
         c.stale = True
     _CACHES.clear()
     _VARIANTS.clear()
+
+
+caches.register("cache.frame_caches", reset_caches, _CACHES.__len__)

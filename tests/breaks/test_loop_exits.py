@@ -1,5 +1,5 @@
 """The last iteration of a ``for`` loop whose body breaks resumes in a copy of the
-continuation of its own (``graph_break.LoopExitPicker``): the continuation that takes
+continuation of its own (``runtime.steps.LoopExitPicker``): the continuation that takes
 the next item and the one that finds the iterator empty and leaves the loop are
 separate code objects with one entry each, so the first call makes no recompile
 (issue #14: BigBird's layer loop showed one in every run), and the graphs are the

@@ -1,5 +1,5 @@
 """A backward that reaches some outputs of a graph compiled as one autograd node does what
-eager's per-op backward does (backends/backward_reach.py): the backward ops of outputs it
+eager's per-op backward does (runtime/backward_reach.py): the backward ops of outputs it
 did not reach do not run (zeros through an infinite local gradient would give NaN), an
 input only those outputs reach gets no gradient, and a gradient the backward hands on
 unchanged is the tensor eager hands on (its layout: a ``sum``'s gradient is an expanded
@@ -108,7 +108,7 @@ def test_gradient_handed_on_unchanged_keeps_eagers_layout(backend):
 def test_backward_reaching_every_output_runs_the_compiled_backward(backend, monkeypatch):
     # the usual case: both outputs reached, gradients as eager's, and no variant of the
     # backward graph is made (the backend's compiled backward runs)
-    from kiln.backends import backward_reach
+    from kiln.runtime import backward_reach
     variants = []
     real = backward_reach.skipping_absent_tangents
     monkeypatch.setattr(backward_reach, "skipping_absent_tangents", lambda *a: variants.append(a) or real(*a))

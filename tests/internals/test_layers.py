@@ -229,6 +229,24 @@ def test_function_level_imports_say_why():
                         "dependency):\n" + "\n".join(silent))
 
 
+# What runs on every compiled call (kiln.runtime) may import only these Kiln modules, the
+# foundation, besides its own: nothing of the compile-time side (capture, backends, cache,
+# api, distributed, the tools), which passes in what a run-time object needs instead.
+RUNTIME_MAY_IMPORT = {"kiln.exc", "kiln.config", "kiln.metrics", "kiln.markers", "kiln.trace"}
+
+
+def test_runtime_imports_only_the_foundation():
+    foundation = {f"kiln.{e}" for e in dict(LAYERS)["foundation"]}
+    assert RUNTIME_MAY_IMPORT == foundation, "the runtime's allowed imports are the foundation line of the layers"
+    modules, edges = import_graph()
+    runtime = [m for m in modules if m == "kiln.runtime" or m.startswith("kiln.runtime.")]
+    assert "kiln.runtime.fallback" in runtime    # the check looks at the real package
+    bad = sorted(f"{modules[e.source].relative_to(ROOT)}:{e.line}: {e.source} imports {e.target}"
+                 for e in edges if e.source in runtime and e.target
+                 and e.target not in RUNTIME_MAY_IMPORT and e.target not in runtime)
+    assert not bad, "kiln.runtime imports outside the foundation:\n" + "\n".join(bad)
+
+
 def test_the_checker_sees_cycles_and_upward_imports():
     # the checker itself: a two-module cycle and an import from a higher entry are found
     layers = read_layers("```layers\nlow: exc\nhigh: api\n```")

@@ -142,3 +142,46 @@ def test_backend_time_is_counted_once():
 
     kiln.compile(lambda x: x + 1, backend=slow)(torch.ones(2))
     assert 0.2 <= kiln.metrics.backend_seconds < 0.35
+
+
+def fails_after_running(gm, example_inputs):
+    """Runs the graph (its random draws, its side effects on tensors), then raises."""
+    def run(*args):
+        gm(*args)
+        raise BrokenBackendError("crashed after running")
+    return run
+
+
+def test_first_call_failure_reruns_the_frame_with_eagers_random_numbers():
+    """The fallback re-runs the frame as Python with the generators put back, so a graph
+    that drew random numbers before failing does not shift eager's draws."""
+    def f(x):
+        return x + torch.rand(3)
+
+    x = torch.zeros(3)
+    torch.manual_seed(0)
+    expected = [f(x), f(x)]
+    compiled = kiln.compile(f, backend=fails_after_running)
+    torch.manual_seed(0)
+    with pytest.warns(BackendFallbackWarning, match="fails_after_running.*on its first call"):
+        got = [compiled(x)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BackendFallbackWarning)
+        got.append(compiled(x))              # the graph runs eagerly from then on
+    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+    assert kiln.metrics.backend_fallbacks == 1
+
+
+def test_first_call_failure_applies_the_frames_side_effects_once():
+    log = []
+
+    def f(x):
+        log.append(len(log))                 # a Python side effect the glue replays
+        return x.sin() * 2
+
+    x = torch.randn(4)
+    compiled = kiln.compile(f, backend=broken_at_first_call)
+    with pytest.warns(BackendFallbackWarning, match="on its first call"):
+        out = compiled(x)
+    assert log == [0] and torch.equal(out, x.sin() * 2)
+    assert torch.equal(compiled(x), x.sin() * 2) and log == [0, 1]

@@ -33,7 +33,7 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
 
 
 # AOTAutograd functionalizes the graph: inputs change only after every op has run, so a
-# graph that raised changed no input (see backends/contract.py, capture/graph_errors.py).
+# graph that raised changed no input (see backends/contract.py, runtime/fallback.py).
 # It does not run the graph as it is (no ``runs_graph_as_is``): one autograd node for
 # the graph, tensors made inside it are constants
 aot_eager.applies_input_mutations_last = True

@@ -26,7 +26,7 @@ import torch.fx
 from kiln.exc import BackendError
 
 from ._aot import GradSpecialized, first_line, refuse_redrawing_graph, wrap_inner_compiler
-from .backward_reach import copy_graph
+from ..runtime.backward_reach import copy_graph
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
@@ -73,7 +73,7 @@ def _by_direction(forward: Callable, backward: Callable) -> Callable:
 
 
 # AOTAutograd functionalizes the graph: inputs change only after every op has run, so a
-# graph that raised changed no input (see backends/contract.py, capture/graph_errors.py).
+# graph that raised changed no input (see backends/contract.py, runtime/fallback.py).
 # It does not run the graph as it is (no ``runs_graph_as_is``): one autograd node for
 # the graph, tensors made inside it are constants
 inductor.applies_input_mutations_last = True

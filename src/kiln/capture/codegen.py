@@ -14,8 +14,9 @@ import types
 
 import torch
 
-from ..exc import BackendError, Unsupported
-from .graph_outputs import named_like_eager, not_a_view, storage_key as storage, view_of_detached
+from ..exc import Unsupported
+from ..runtime.outputs import named_like_eager, not_a_view, rebuild_view, view_of_detached
+from .graph_outputs import storage_key as storage
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
@@ -203,7 +204,7 @@ class Codegen:
                 # also when the storage is shared but the result is no autograd view (inductor)
                 cond, text = f"___o[{i}]._base is not ___o[{j}]", f"___o[{j}]{cast}.as_strided{layout}"
             if symbolic:
-                text = f"{self.ref(_rebuild_view)}(___o[{i}], ___o[{j}]{cast}, {i}, {j})"
+                text = f"{self.ref(rebuild_view)}(___o[{i}], ___o[{j}]{cast}, {i}, {j})"
             fixes.append((cond, i, text))
         if fixes and not listed:
             self.lines.append("___o = list(___o)")
@@ -213,7 +214,7 @@ class Codegen:
 
     def non_view_outputs(self, fakes: list, input_fakes: list) -> bool:
         """Outputs that eager computes as new tensors (not views, not on an input's memory)
-        are not views after the call either (``graph_outputs.not_a_view``); views of them
+        are not views after the call either (``runtime.outputs.not_a_view``); views of them
         are then rebuilt on them by ``realias_outputs``.  Returns whether ``___o`` is a list."""
         inputs = {storage(f) for f in input_fakes if isinstance(f, torch.Tensor)}
         fixes = [i for i, f in enumerate(fakes) if isinstance(f, torch.Tensor) and not f._is_view()
@@ -227,7 +228,7 @@ class Codegen:
     def views_of_input_aliases(self, fakes: list, input_fakes: list, input_exprs: list, listed: bool) -> bool:
         """An output that is a view of a detached alias of an input (``x.data[1:]``,
         ``x.detach()[0]``) is such a view after the call too: AOTAutograd returns it on the
-        input's memory but not as a view (``graph_outputs.view_of_detached``).  Returns
+        input's memory but not as a view (``runtime.outputs.view_of_detached``).  Returns
         whether ``___o`` is a list."""
         inputs = {}
         for f, e in zip(input_fakes, input_exprs):
@@ -249,7 +250,7 @@ class Codegen:
     def name_grad_fns_like_eager(self, fakes: list, used: int, input_fakes: list, listed: bool):
         """Each of the first ``used`` outputs that the graph computes fresh (not a view, not
         on an input's memory, not the base of a view output) shows eager's ``grad_fn`` name
-        (``graph_outputs.named_like_eager``).  ``listed``: ``___o`` is a list already."""
+        (``runtime.outputs.named_like_eager``).  ``listed``: ``___o`` is a list already."""
         # a base of a view output must stay the object the view hangs from
         bases = {id(f._base) for f in fakes if isinstance(f, torch.Tensor) and f._is_view()}
         inputs = {storage(f) for f in input_fakes if isinstance(f, torch.Tensor)}
@@ -315,16 +316,6 @@ class Codegen:
         for fn, args in se.calls:
             writes.append(f"{hold(self.expr(fn))}({', '.join(hold(self.expr(a)) for a in args)})")
         self.lines.extend(writes)
-
-
-def _rebuild_view(t, base, i: int, j: int):
-    """Output ``t`` as a view of output ``base`` (with symbolic sizes the traced layout is
-    not a constant: ``t``'s own layout is used, which is the view's if the backend gave
-    the same memory, e.g. as a view of another alias of it)."""
-    if t.untyped_storage().data_ptr() == base.untyped_storage().data_ptr():
-        return base.as_strided(t.size(), t.stride(), t.storage_offset())
-    raise BackendError(f"the backend returned graph output {i} as a copy, but it is a view of output {j} "
-                       f"(in eager too); with symbolic sizes Kiln cannot rebuild the view")
 
 
 def _traced_setattr(obj_value) -> bool:

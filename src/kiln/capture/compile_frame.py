@@ -20,13 +20,13 @@ from ..backends.random_draws import draws_random_numbers, redrawn_by_trace
 from ..config import config
 from ..exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
 from ..metrics import BreakRecord, metrics
+from ..runtime.fallback import GraphCall, InputSnapshot, RngSnapshot, run_frame_as_python
+from ..runtime.outputs import gradients_through_reached_outputs
 from .codegen import Codegen, collect_tensors, render_call_args, render_params
 from .dynamism import ShapePolicy
 from .guards import GuardCodegen
 from .graph_break import BreakPlan, FrameCompiler
-from .graph_errors import InputSnapshot, RngSnapshot, mutated_inputs, run_frame_as_python
-from .graph_outputs import (extra_outputs, gradients_through_reached_outputs, output_reach,
-                            partial_backward_diverges, storage_key)
+from .graph_outputs import extra_outputs, mutated_inputs, output_reach, partial_backward_diverges, storage_key
 from .interpreter import BreakHere, Tracer
 from .resume import note_probed
 from .sources import ClosureSource, FnSource, LocalSource
@@ -122,7 +122,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, fullgraph: bool, shapes: 
             state.close_autocast(record=False)
             torch._C._set_grad_enabled(grad_before)
         break
-    # which carried iterators the entry depends on (graph_break.LoopExitPicker)
+    # which carried iterators the entry depends on (runtime.steps.LoopExitPicker)
     note_probed(fn.__code__, [n for n, v in real_locals.items() if id(v) in state.probed_iterators])
     if outcome[0] == "return":
         entry = _finish(state, fn, final_grad, compiler, tracer, result=outcome[1])
@@ -214,14 +214,17 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
         inputs = ", ".join(input_expr[s] for _, s, _ in live)
         if handoff and handoff == [s for _, s, _ in live]:
             inputs = "*___pre"      # every input was handed over, in order
-        call = f"___o = {graph_ref}({inputs})" if needed or extra else f"{graph_ref}({inputs})"
+        assign = "___o = " if needed or extra else ""
         mutated = set() if mutations_last else mutated_inputs([n for n, _, _ in live])
         if mutated is None:             # an input without a version counter may change
-            cg.lines.append(call)
+            cg.lines.append(f"{assign}{graph_ref}({inputs})")     # (a GraphCall re-runs the graph alone)
         else:
             watched = [input_expr[s] for n, s, _ in live if n in mutated]
-            _guarded_graph_call(cg, call, code, state._initial_grad_mode, draws_random_numbers(gm), watched,
-                                snapshot=not state.side_effects.is_empty())
+            # a GraphCall's first call falls back through it, which also watches every input
+            run, handler = (f"{graph_ref}.run", f"{graph_ref}.failed") if isinstance(compiled, GraphCall) else \
+                (graph_ref, cg.ref(run_frame_as_python))
+            _guarded_graph_call(cg, f"{assign}{run}({inputs})", handler, code, state._initial_grad_mode,
+                                draws_random_numbers(gm), watched, snapshot=not state.side_effects.is_empty())
         _output_lines(cg, needed, bases, dead, live, inputs, one_node=not as_is)
         metrics.graphs += 1
         metrics.ops += op_count
@@ -284,9 +287,11 @@ def _handoff(live, guards) -> list:
     return list(dict.fromkeys(s for _, s, _ in live if s in guarded))
 
 
-def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watched: list, snapshot: bool):
-    """The graph call inside ``try``: if the graph raises, the frame runs as Python from
-    its start (``graph_errors``), so eager's side effects before the failing op happen.
+def _guarded_graph_call(cg, call: str, handler: str, code, grad_mode: bool, random: bool, watched: list,
+                        snapshot: bool):
+    """The graph call inside ``try``: if the graph raises, ``handler`` runs the frame as
+    Python from its start (``runtime.fallback``), so eager's side effects before the
+    failing op happen.
     ``watched``: inputs the graph changes in place as it runs (a backend that runs it op by
     op); their versions are read before the call, and if one moved before the error the
     frame cannot be re-run (the change would apply twice): they are put back from copies
@@ -305,12 +310,12 @@ def _guarded_graph_call(cg, call: str, code, grad_mode: bool, random: bool, watc
         cg.lines += [f"    if {versions} != ___versions{restored}:",
                      "        raise    # an input was already changed in place: not re-run"]
     cg.lines += ["    # the graph raised: the frame runs as Python, with eager's side effects and error",
-                 f"    return {cg.ref(run_frame_as_python)}(___graph_error, {grad_mode}, "
+                 f"    return {handler}(___graph_error, {grad_mode}, "
                  f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
 
 
 def _output_lines(cg, needed: list, bases: list, dead: list, live: list, inputs: str, one_node: bool):
-    """The glue after the graph call: outputs behave as eager's (``graph_outputs``).
+    """The glue after the graph call: outputs behave as eager's (``runtime.outputs``).
     ``one_node``: the backend may make the graph one autograd node (it is not known to
     run the graph as it is)."""
     fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
@@ -403,7 +408,7 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder, mutation
         # the failure policy counts its own time in metrics.backend_seconds
         out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.backend_name,
                             graph_name=name, user_location=loc,
-                            caller_reruns_frame=mutations_last)
+                            inputs_change_last=mutations_last)
     if not callable(out):
         raise TypeError(f"backend {compiler.backend_name!r} returned {type(out).__name__}, not a callable")
     return out

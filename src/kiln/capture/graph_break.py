@@ -11,16 +11,16 @@ import sys
 import types
 from typing import Callable, Protocol
 
-import torch
-
 from ..exc import Unsupported
+from ..runtime import caches
+from ..runtime.callees import CalleeCompiler, has_hooks
+from ..runtime.steps import LoopExit, StepFactory
 from .instructions import decode, enclosing_loops, exception_table, exit_of, stack_depths, stack_inputs
 from .opcodes import LAYOUT
 from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, probed, step_code
 from .values.base import NullValue, Value
 from .values.functions import BoundMethodValue, UserFunctionValue
-from .values.iterators import has_items
-from .values.nn_modules import ModuleValue, has_hooks
+from .values.nn_modules import ModuleValue
 from .values.tensor import TensorValue
 
 
@@ -43,7 +43,7 @@ class FrameCompiler(Protocol):
     def compile_callee(self, obj) -> Callable:
         """The compiled version of a callable (modules with hooks, C functions pass through)."""
 
-_LIVENESS: dict = {}
+_LIVENESS: dict = caches.register_dict("capture.graph_break.liveness", {})   # code -> live locals per instruction
 
 
 def _liveness(code, instructions):
@@ -53,7 +53,7 @@ def _liveness(code, instructions):
     return hit
 
 
-_LOOPS: dict = {}
+_LOOPS: dict = caches.register_dict("capture.graph_break.loops", {})   # code -> (instructions, stack depths)
 
 
 def _loops_at(code, index: int, depth: int) -> tuple:
@@ -143,8 +143,30 @@ class BreakPlan:
     def values(self) -> list:
         return self.at.order([v for v in self.stack_values if not isinstance(v, NullValue)], self.local_values)
 
-    def step_factory(self, fn) -> "StepFactory":
-        return StepFactory(self, fn.__globals__)
+    def step_factory(self, fn) -> StepFactory:
+        """What the glue calls at the break (``runtime.steps``), with the code objects built
+        now and the continuations inside loops built when first picked."""
+        exits = [LoopExit(functools.partial(_continuation_at_exit, self.code, res),
+                          functools.partial(_reads_next_loop, self.code, res))
+                 if res.loops else continuation_code(self.code, res) for _kind, res in self.exits]
+        offset = self.ins.offset
+        in_try = any(start <= offset < end for start, end, *_ in exception_table(self.code))
+        step = step_code(self.code, self.at, self.untouched, self.exits, in_try)
+        return StepFactory(step, fn.__globals__, exits, self.compiler.compile_function,
+                           memoise=not self.code.co_cellvars,
+                           where=f"{self.code.co_name}+{offset} ({self.ins.opname})")
+
+
+def _continuation_at_exit(code, res: Resumption, exhausted: int):
+    """The copy of the continuation at ``res`` entered with ``exhausted`` loops run out."""
+    return continuation_code(code, res.at_exit(exhausted))
+
+
+def _reads_next_loop(code, res: Resumption, exhausted: int) -> bool:
+    """Whether the copy for ``exhausted`` run-out loops depends on the next loop's
+    iterator (assumed until it has been captured; ``runtime.steps.LoopExitPicker``)."""
+    read = probed(_continuation_at_exit(code, res, exhausted))
+    return read is None or res.param(res.loops[exhausted]) in read
 
 
 # builtins that read the calling frame's locals: called from a step function they would
@@ -191,96 +213,6 @@ def _holds_tensor(v, depth=0) -> bool:
     return any(_holds_tensor(c, depth + 1) for c in v.contents())
 
 
-class StepFactory:
-    """Builds the step function and its compiled continuations for one closure.
-
-    Code objects are made once; per closure only function objects are made (memoised
-    when the closure is the function's own, which is stable; frames with cell
-    variables get fresh cells on every call).
-    """
-
-    def __init__(self, plan: BreakPlan, fn_globals: dict):
-        self.plan = plan
-        self.globals = fn_globals
-        self.cont_codes = [continuation_code(plan.code, res) for _kind, res in plan.exits]
-        offset = plan.ins.offset
-        in_try = any(start <= offset < end for start, end, *_ in exception_table(plan.code))
-        self.step = step_code(plan.code, plan.at, plan.untouched, plan.exits, in_try)
-        self.memoise = not plan.code.co_cellvars
-        self._made: dict = {}
-
-    def __call__(self, closure):
-        if self.memoise:
-            hit = self._made.get(id(closure))
-            if hit is not None and hit[0] is closure:
-                return hit[1]
-        plan = self.plan
-        conts = []
-        for (_kind, res), code in zip(plan.exits, self.cont_codes):
-            if res.loops:
-                conts.append(LoopExitPicker(self, res, closure))
-            else:
-                conts.append(self.compile(code, closure))
-        step = types.FunctionType(self.step, self.globals, self.step.co_name, None, closure)
-        bound = functools.partial(step, *conts)
-        if self.memoise:
-            self._made[id(closure)] = (closure, bound)
-        return bound
-
-    def compile(self, code, closure):
-        return self.plan.compiler.compile_function(types.FunctionType(code, self.globals, code.co_name, None, closure))
-
-    def __repr__(self):
-        return f"<kiln step at {self.plan.code.co_name}+{self.plan.ins.offset} ({self.plan.ins.opname})>"
-
-
-class LoopExitPicker:
-    """Picks the continuation for a resume point inside ``for`` loops, per iteration.
-
-    A continuation inside a loop runs the rest of the body, takes the next item from
-    the carried iterator (``CarriedIteratorValue``) and runs on to the break again; on
-    the last iteration it finds the iterator empty and leaves the loop instead: the
-    same code, traced two ways.  As one code object that would be two entries, the
-    second made by every first call (counted as a recompile, and taking a place under
-    the recompile limit).  So the last iteration resumes in a copy of the continuation
-    (``Resumption.exhausted``, code named ``resume_at_N_exitD``), a separate code object
-    with its own cache: this picker, called by the step function with the iterators of
-    the loops around the resume point (innermost first), returns the copy for the
-    number of them that have run out, as the trace of the continuation would see them.
-
-    It counts a loop as run out only where that matters: when the copy so far has been
-    captured and none of its entries read that loop's iterator (the continuation breaks
-    again before the loop's head, or leaves the loop by ``break``), that copy serves
-    every iteration, so a body with two breaks does not trace its first part twice.
-    The pick only chooses a cache; the entries' guards still decide what runs.
-    """
-
-    def __init__(self, factory: StepFactory, res: Resumption, closure):
-        self.factory, self.res, self.closure = factory, res, closure
-        self.made: dict = {}
-        self.body = None    # the continuation for "the innermost loop goes on", once made
-
-    def __call__(self, *iterators):
-        if self.body is not None and has_items(iterators[0]):   # every iteration but the last
-            return self.body
-        exhausted = 0
-        while exhausted < len(iterators) and not has_items(iterators[exhausted]) and self._reads(exhausted):
-            exhausted += 1
-        fn = self.made.get(exhausted)
-        if fn is None:
-            code = continuation_code(self.factory.plan.code, self.res.at_exit(exhausted))
-            fn = self.made[exhausted] = self.factory.compile(code, self.closure)
-            if exhausted == 0:
-                self.body = fn
-        return fn
-
-    def _reads(self, exhausted: int) -> bool:
-        """Whether the copy for ``exhausted`` run-out loops depends on the next loop's
-        iterator (assumed until it has been captured)."""
-        read = probed(continuation_code(self.factory.plan.code, self.res.at_exit(exhausted)))
-        return read is None or self.res.param(self.res.loops[exhausted]) in read
-
-
 class _CompiledCallee(Value):
     """The callable of a breaking call, replaced by its compiled version in the glue."""
 
@@ -292,30 +224,4 @@ class _CompiledCallee(Value):
         return f"compiled {self.target.describe()}"
 
     def reconstruct(self, cg):
-        return f"{cg.ref(_CalleeCompiler(self.compiler))}({cg.expr(self.target)})"
-
-
-_CALLEE_MEMO: dict = {}   # (id(callee), id(backend)) -> (callee, its compiled version)
-
-
-def reset_compiled_callees() -> None:
-    """Forget every compiled callee (``kiln.reset``)."""
-    _CALLEE_MEMO.clear()
-
-
-class _CalleeCompiler:
-    """Wraps a callee with kiln.compile at run time, memoised per callee object."""
-
-    def __init__(self, compiler: FrameCompiler):
-        self.compiler = compiler
-
-    def __call__(self, obj):
-        if isinstance(obj, torch.nn.Module) and has_hooks(obj):
-            return obj    # hooks may be added after the first call: checked every time
-        key = (id(obj), id(self.compiler.backend))
-        hit = _CALLEE_MEMO.get(key)
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        compiled = self.compiler.compile_callee(obj)
-        _CALLEE_MEMO[key] = (obj, compiled)
-        return compiled
+        return f"{cg.ref(CalleeCompiler(self.compiler))}({cg.expr(self.target)})"

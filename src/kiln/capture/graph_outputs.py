@@ -20,18 +20,18 @@ so that what a backend makes of the graph still behaves like eager:
   for backends that return copies.
 
 And outputs of a graph compiled as one autograd node (AOTAutograd's) must behave as
-eager's per-op autograd graph does: each shows eager's ``grad_fn`` name
-(``not_a_view``, ``named_like_eager``), and a backward from some of them gives gradients only to the
-inputs those reach (``gradients_through_reached_outputs``; ``partial_backward_diverges``
-says when even that is not enough and the graph must run op by op).
+eager's per-op autograd graph does: each shows eager's ``grad_fn`` name, and a backward
+from some of them gives gradients only to the inputs those reach.  The functions that do
+that on every call are run-time code (``kiln.runtime.outputs``); this module is the
+compile-time analysis that decides which of them an entry needs (``output_reach``;
+``partial_backward_diverges`` says when even that is not enough and the graph must run
+op by op; ``mutated_inputs``: which inputs the trace changed in place, for the glue's
+error fallback).
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.fx
-
 
 
 def storage_key(t):
@@ -104,49 +104,6 @@ def _mark_used(used: set, nodes: list) -> None:
             stack.extend(node.all_input_nodes)
 
 
-def not_a_view(t: torch.Tensor) -> torch.Tensor:
-    """``t`` (a view) as a tensor that is not a view, on the same memory: what eager has
-    for an output it computes as a new tensor, where a functional inference graph may
-    return a view of a tensor it updated through a view."""
-    return torch.ops.aten._unsafe_view(t, t.shape) if t.requires_grad else t.detach()
-
-
-def view_of_detached(source: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """``t`` (on ``source``'s memory) as a view of a detached alias of ``source``, as eager
-    has ``x.data[1:]``: its layout is the returned tensor's."""
-    return source.detach().as_strided(t.size(), t.stride(), t.storage_offset())
-
-
-def named_like_eager(t: torch.Tensor, name: str) -> torch.Tensor:
-    """``t`` (a graph output computed fresh) with a ``grad_fn`` named ``name``, eager's node
-    for it.  An AOTAutograd graph is one autograd node for all its outputs
-    (``CompiledFunctionBackward``), which printing a tensor shows; if that is not eager's
-    name, ``t`` is passed through an identity node of that name (gradients flow through
-    unchanged)."""
-    fn = t.grad_fn
-    if fn is None or type(fn).__name__ == name:
-        return t
-    return _identity_node(name).apply(t)
-
-
-@functools.lru_cache(maxsize=None)
-def _identity_node(name: str):
-    class Identity(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, t):
-            # None stays None in the backward, as through eager's node: the engine runs a
-            # node on a path to what it computes even when no gradient reached it
-            ctx.set_materialize_grads(False)
-            return t.detach()      # a new tensor object on the same storage, not a view
-
-        @staticmethod
-        def backward(ctx, grad):
-            return grad
-
-    Identity._backward_cls.__name__ = Identity._backward_cls.__qualname__ = name
-    return Identity
-
-
 def partial_backward_diverges(roots: list, outputs: list, raw_gradients: bool) -> bool:
     """Whether a backward the break right after the graph runs from ``roots`` (fakes of the
     tensors it hands to the autograd engine) through a graph compiled as one autograd node
@@ -200,59 +157,24 @@ def _inputs_reached(fakes: list, inputs: list) -> set:
 def output_reach(outputs: list, inputs: list) -> tuple | None:
     """For outputs that require grad, ``((index, input positions reached), ...)`` when
     they do not all reach the same inputs (a backward from some of them must leave the
-    others' inputs alone: ``gradients_through_reached_outputs``), else None."""
+    others' inputs alone: ``runtime.outputs.gradients_through_reached_outputs``), else None."""
     reach = tuple((i, frozenset(_inputs_reached([o], inputs))) for i, o in enumerate(outputs)
                   if isinstance(o, torch.Tensor) and o.requires_grad)
     return reach if len({r for _, r in reach}) > 1 else None
 
 
-def gradients_through_reached_outputs(outputs, inputs, reach) -> None:
-    """Make a backward through one autograd node for the whole graph (AOTAutograd's) give
-    an input a gradient only if an output the backward reached depends on it, as eager's
-    per-op graph does: unreached outputs count as zeros in the node's backward, which
-    would give inputs only they reach zero gradients (eager: ``.grad`` stays None).
-
-    A pre-hook on the node notes which of its outputs got a gradient; a hook after it
-    drops the gradients of inputs none of those outputs reaches.  Nothing is done when
-    the outputs do not share one node (a graph run op by op has eager's graph)."""
-    # the node: what the outputs the graph computes fresh (not views) hang from; a view's
-    # gradient reaches it through the view's own node (outputs that are views of inputs,
-    # which hang from the inputs, never reach it)
-    ends = []
-    for i, positions in reach:
-        t = outputs[i]
-        fn, nr = t.grad_fn, t.output_nr
-        if fn is not None and t._is_view():
-            fn, nr = fn.next_functions[0]
-        ends.append((fn, nr, positions, t._is_view()))
-    node = next((fn for fn, _, _, view in ends if fn is not None and not view), None)
-    if node is None or any(fn is not node for fn, _, _, view in ends if fn is not None and not view):
-        return                       # no fresh output, or they do not share one node (op by op)
-    slots = {}
-    for fn, nr, positions, _ in ends:
-        if fn is node:
-            slots.setdefault(nr, set()).update(positions)
-    edges = {}                       # input position -> indices of the node's inputs
-    for k, (fn, nr) in enumerate(node.next_functions):
-        if fn is None:
+def mutated_inputs(placeholders) -> set | None:
+    """The placeholders whose tensor the trace changed in place (its fake's version
+    moved); None when one of them has no version counter to watch (an inference tensor,
+    or an input made without one) and so may have changed unseen."""
+    out = set()
+    for node in placeholders:
+        fake = node.meta.get("example_value")
+        if not isinstance(fake, torch.Tensor):
             continue
-        for p, x in enumerate(inputs):
-            if isinstance(x, torch.Tensor) and x.requires_grad and (
-                    getattr(fn, "variable", None) is x or (fn is x.grad_fn and nr == x.output_nr)):
-                edges.setdefault(p, []).append(k)
-    reached: list = []
-
-    def note(grad_outputs):
-        reached[:] = [s for s, g in enumerate(grad_outputs) if g is not None]
-
-    def drop(grad_inputs, grad_outputs):
-        if any(s not in slots for s in reached):
-            return None              # an output Kiln does not know (a mutated input): keep all
-        live = set().union(*(slots[s] for s in reached))
-        dropped = {k for p, ks in edges.items() if p not in live for k in ks}
-        if not dropped:
+        before = node.meta.get("kiln_version")
+        if before is None or fake.is_inference():
             return None
-        return tuple(None if k in dropped else g for k, g in enumerate(grad_inputs))
-
-    node.register_prehook(note)
-    node.register_hook(drop)
+        if fake._version != before:
+            out.add(node)
+    return out

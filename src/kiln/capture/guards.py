@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..runtime.contexts import autocast_state
 from .sources import Namespace, Source
 
 # Order in which guard kinds are emitted: cheap identity/type checks first.
@@ -156,18 +157,6 @@ def _static_entries(expr: str, values: tuple) -> str:
     checks = [f"len({expr}) == {len(values)}"]
     checks += [f"{expr}[{i}] == {v}" for i, v in enumerate(values) if type(v) is int]
     return " and ".join(checks)
-
-
-def autocast_state() -> tuple:
-    """(device, dtype) for every device where autocast is on."""
-    out = []
-    for device in ("cpu", "cuda", "xpu", "mps", "hpu"):
-        try:
-            if torch.is_autocast_enabled(device):
-                out.append((device, str(torch.get_autocast_dtype(device))))
-        except RuntimeError:
-            continue
-    return tuple(out)
 
 
 class GuardCodegen:

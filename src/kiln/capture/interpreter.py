@@ -11,6 +11,7 @@ import linecache
 from .guards import literal
 from ..config import config
 from ..exc import Unsupported
+from ..runtime import caches
 from . import operators
 from .handlers import HANDLERS
 from .hops import subgraph
@@ -23,8 +24,8 @@ from .values.base import TracedException, Value, const
 from .values.exceptions import ExceptionValue
 from .values.generators import GeneratorValue
 
-_DECODED: dict = {}
-_EXC_TABLES: dict = {}
+_DECODED: dict = caches.register_dict("capture.interpreter.decoded", {})   # code -> instructions
+_EXC_TABLES: dict = caches.register_dict("capture.interpreter.exception_tables", {})   # code -> its table
 
 
 def exception_entries(code):

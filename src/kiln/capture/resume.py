@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from ..exc import Unsupported
+from ..runtime import caches
 from .instructions import exception_table, stack_inputs
 from .opcodes import LAYOUT, local_accesses
 
@@ -74,7 +75,7 @@ class Resumption:
     ``loops``: the stack slots of the iterators of the ``for`` loops around the resume
     point, innermost first.  ``exhausted``: how many of them (innermost first) have run
     out when this copy is entered; the last iteration of a loop resumes in a copy of its
-    own (a separate code object, so a separate cache), see ``graph_break.LoopExitPicker``.
+    own (a separate code object, so a separate cache), see ``runtime.steps.LoopExitPicker``.
     """
     index: int
     stack: tuple      # True for a value slot, False for NULL
@@ -162,7 +163,8 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
     return result
 
 
-# generated code object -> (the original code, original instruction index per new instruction)
+# generated code object -> (the original code, original instruction index per new instruction);
+# not a cache (a continuation in use must still map back to its frame), so kept across kiln.reset()
 _ORIGINS: dict = {}
 
 
@@ -216,6 +218,8 @@ def _prologue(resumption: Resumption, jump_to: Label, skip: int = 0) -> list:
     return out
 
 
+# (code, resumption) -> continuation code: one code object per resume point, so that every
+# break there shares its cache; kept across kiln.reset(), as _ORIGINS is
 _CONTINUATIONS: dict = {}
 
 
@@ -252,6 +256,9 @@ def probed(code) -> set | None:
 def forget_probes() -> None:
     """``kiln.reset``: entries are gone, so is what they read."""
     _PROBED.clear()
+
+
+caches.register("capture.resume.probed_iterators", forget_probes, _PROBED.__len__)
 
 
 def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = True) -> types.CodeType:

@@ -22,6 +22,7 @@ import torch.utils.checkpoint
 from torch._higher_order_ops.wrap import tag_activation_checkpoint
 
 from ...exc import Unsupported
+from ...runtime import caches
 from ..values.base import ConstantValue, TracedException, Value
 from ..values.containers import DictValue, TupleValue
 from ..values.contexts import GradModeWrappedFunction
@@ -161,7 +162,7 @@ class AutogradApplyValue(HopFunctionValue):
         return graph_call(tx, "call_function", apply_of(cls), rest, {})
 
 
-_APPLIERS: dict = {}
+_APPLIERS: dict = caches.register_dict("capture.hops.autograd.appliers", {})   # Function class -> applier
 
 
 def apply_of(cls):

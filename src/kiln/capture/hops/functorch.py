@@ -18,6 +18,7 @@ import torch.utils._pytree as pytree
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 from ...exc import Unsupported
+from ...runtime import caches
 from ..values.base import ConstantValue, Value
 from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.tensor import TensorValue
@@ -32,6 +33,9 @@ _TRANSFORMS = {"grad": torch.func.grad, "grad_and_value": torch.func.grad_and_va
 @functools.lru_cache(maxsize=256)
 def _spec(dumped: str):
     return pytree.treespec_loads(dumped)
+
+
+caches.register_lru("capture.hops.functorch.treespecs", _spec)
 
 
 def run_transform(kind: str, options: tuple, in_spec: str, out_spec: str, n_leaves: int, body, *operands):
@@ -95,7 +99,8 @@ def run_create_block_mask(options: tuple, mask_body, *lifted):
     return tuple(t for t in (getattr(bm, n) for n in _MASK_TENSORS) if t is not None)
 
 
-_FUNCTIONAL_CALLERS: dict = {}
+# id(module) -> its functional caller (which holds the module)
+_FUNCTIONAL_CALLERS: dict = caches.register_dict("capture.hops.functorch.functional_callers", {})
 
 
 def functional_caller(module):

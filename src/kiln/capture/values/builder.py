@@ -27,7 +27,8 @@ from .contexts import wrap_autocast_exit, wrap_grad_mode_exit
 from .deques import DequeValue
 from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, CachedFunctionValue, PartialValue, UserFunctionValue
-from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue, remaining_items
+from ...runtime.iterators import remaining_items
+from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
 from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
                          is_module_container)

@@ -16,6 +16,7 @@ import types
 import torch
 
 from ...exc import Unsupported
+from ...runtime import caches
 from ..operator_table import ALL_OPERATOR_FUNCTIONS
 from .base import (ConstantValue, TracedException, Value, check_iterable, const, raise_python, sort_by_keys,
                    type_lookup, type_name)
@@ -86,6 +87,9 @@ def _signature(fn):
         return inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+
+
+caches.register_lru("capture.values.builtins.signatures", _signature)
 
 
 def _consts(args):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ...exc import Unsupported
+from ...runtime.contexts import entered_autocast_exit, entered_grad_exit, entered_inference_exit, no_exit
 from ..sources import AttrSource
 from .base import Value, const
 
@@ -86,22 +87,10 @@ class GradModeValue(Value):
         It restores the mode from before the with-block, not the one the glue runs under
         (a continuation inside the block runs with the block's mode already on)."""
         if getattr(self, "inference", False):
-            return f"{cg.ref(_entered_inference_exit)}()"
+            return f"{cg.ref(entered_inference_exit)}()"
         if self.prior is None:
             return f"{cg.ref(torch.set_grad_enabled)}({self.mode}).__exit__"
-        return f"{cg.ref(_entered_grad_exit)}({self.mode}, {self.prior})"
-
-
-def _entered_inference_exit():
-    ctx = torch.inference_mode()
-    ctx.__enter__()
-    return ctx.__exit__
-
-
-def _entered_grad_exit(mode: bool, prior: bool):
-    ctx = torch.set_grad_enabled(mode)  # switches now
-    ctx.prev = prior
-    return ctx.__exit__
+        return f"{cg.ref(entered_grad_exit)}({self.mode}, {self.prior})"
 
 
 def wrap_grad_mode_exit(tx, method, source):
@@ -189,11 +178,7 @@ class AnnotationContextValue(Value):
         return const(None)
 
     def reconstruct_entered_exit(self, cg) -> str:
-        return cg.ref(_no_exit)
-
-
-def _no_exit(*exc_info):
-    return None
+        return cg.ref(no_exit)
 
 
 ANNOTATION_CONTEXTS = (torch.autograd.profiler.record_function,)
@@ -253,13 +238,7 @@ class AutocastValue(Value):
 
     def reconstruct_entered_exit(self, cg) -> str:
         device, dtype, enabled, cache_enabled = self.settings()
-        return f"{cg.ref(_entered_autocast_exit)}({device!r}, {cg.ref(dtype)}, {enabled!r}, {cache_enabled!r})"
-
-
-def _entered_autocast_exit(device, dtype, enabled, cache_enabled):
-    ctx = torch.amp.autocast(device, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
-    ctx.__enter__()
-    return ctx.__exit__
+        return f"{cg.ref(entered_autocast_exit)}({device!r}, {cg.ref(dtype)}, {enabled!r}, {cache_enabled!r})"
 
 
 def is_autocast_class(cls) -> bool:

@@ -10,6 +10,7 @@ it for real.
 from __future__ import annotations
 
 from ...exc import Unsupported
+from ...runtime.objects import rebuild_exception
 from .base import TracedException, Value, const
 from .containers import TupleValue
 
@@ -58,11 +59,6 @@ class ExceptionValue(Value):
         # for every place that holds it)
         args = "".join(f"{cg.expr(a)}, " for a in self.args)
         attrs = ", ".join(f"{k!r}: {cg.expr(v)}" for k, v in self.attrs.items())
-        return cg.new_object(self, f"{cg.ref(_rebuild)}({cg.ref(self.cls)}, ({args}), {{{attrs}}})")
+        return cg.new_object(self, f"{cg.ref(rebuild_exception)}({cg.ref(self.cls)}, ({args}), {{{attrs}}})")
 
 
-def _rebuild(cls, args, attrs):
-    exc = cls(*args)
-    for k, v in attrs.items():
-        setattr(exc, k, v)
-    return exc

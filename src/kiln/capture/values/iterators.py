@@ -14,19 +14,19 @@ Loops over them are unrolled like the rest of Kiln's loops.  Three rules keep th
 * **Escaping keeps the type.**  An iterator that leaves the frame is rebuilt as the
   type eager would have made: an adaptor over its rebuilt sources, a list or dict
   iterator over the rebuilt container advanced as far, an ``itertools`` kind over the
-  items the trace computed (``REBUILDERS``); a kind that cannot be rebuilt from its
+  items the trace computed (``runtime.iterators.REBUILDERS``); a kind that cannot be rebuilt from its
   items (``combinations``, ``permutations``, ``product``, a set's iterator) does not
   escape: the frame runs as Python.  The kind of ``iter(v)`` and ``reversed(v)`` is asked
   of Python (``iterator_type``), not assumed.
 """
 from __future__ import annotations
 
-import collections
 import gc
 import itertools
 import operator
 
 from ...exc import Unsupported
+from ...runtime.iterators import REBUILDERS, SEQUENCE_ITERATORS as _SEQUENCE_ITERATORS, advanced, remaining_items
 from ..sources import CallSource, ItemSource
 from .base import ConstantValue, Value, check_iterable, const, raise_python
 from .containers import DictValue, DictViewValue, ListValue, TupleValue
@@ -84,20 +84,6 @@ class IteratorValue(Value):
         return cg.new_object(self, f"{cg.ref(rebuild)}({items})")
 
 
-def _keep(x):
-    return True
-
-
-def _as_zip(items):
-    return zip(*zip(*items)) if items else zip()
-
-
-def _as_enumerate(items):
-    return enumerate([v for _, v in items], items[0][0]) if items else enumerate(())
-
-
-
-
 class LazyIteratorValue(IteratorValue):
     """An iterator whose items are made on demand by ``produce(i) -> Value | None``
     (``count``, ``repeat`` without a count): nothing is computed that is not taken."""
@@ -131,46 +117,6 @@ class LazyIteratorValue(IteratorValue):
 
 
 # -- iterators that came in from outside the frame ----------------------------------------------
-def remaining_items(it):
-    """The items a built-in iterator has left, read without advancing it (through its
-    ``__reduce__``, which pickling uses for the same purpose), or None for a kind whose
-    items cannot be read that way (``map``, ``filter``: they would call a function)."""
-    t = type(it)
-    if t in _SEQUENCE_ITERATORS:
-        red = it.__reduce__()
-        start = red[2] if len(red) > 2 else 0
-        return tuple(red[1][0])[start:] if red[1] else ()
-    if t is enumerate:
-        inner, count = it.__reduce__()[1]
-        rest = remaining_items(inner)
-        return None if rest is None else tuple((count + i, v) for i, v in enumerate(rest))
-    if t is zip:
-        red = it.__reduce__()
-        if len(red) > 2 and red[2]:
-            return None   # zip(strict=True): running out early raises, which replay would not
-        rests = [remaining_items(i) for i in red[1]]
-        return None if any(r is None for r in rests) else tuple(zip(*rests))
-    return None
-
-
-def has_items(it) -> bool:
-    """Whether ``remaining_items(it)`` would be non-empty, without building it: what a
-    step function asks of the iterator of a loop around its break to pick the
-    continuation (``graph_break.LoopExitPicker``), once per iteration.  True for kinds
-    whose items cannot be read (the continuation breaks at their ``FOR_ITER`` anyway)."""
-    t = type(it)
-    if t in _SEQUENCE_ITERATORS:
-        return operator.length_hint(it) > 0
-    if t is enumerate:
-        return has_items(it.__reduce__()[1][0])
-    if t is zip:
-        red = it.__reduce__()
-        if len(red) > 2 and red[2]:
-            return True
-        return all(has_items(i) for i in red[1])
-    return True
-
-
 def iterated_containers(it) -> list:
     """The mutable containers a built-in iterator walks (a list, a dict, a set), which
     it reads live: a change the trace makes to one must be seen by the next item."""
@@ -184,8 +130,6 @@ def iterated_containers(it) -> list:
     return [found] if isinstance(found, (list, dict, set)) else []
 
 
-_SEQUENCE_ITERATORS = frozenset(type(i) for i in (
-    iter(()), iter([]), iter(range(0)), iter(""), iter({}), iter({}.values()), iter({}.items()), iter(set())))
 CARRIED_ITERATOR_TYPES = _SEQUENCE_ITERATORS | {enumerate, zip}
 
 
@@ -217,7 +161,7 @@ class CarriedIteratorValue(IteratorValue):
         i = len(self.items)
         src, guards = self.rest_source, tx.state.guards
         # the entry now depends on how many items are left: a loop's continuation is
-        # picked by that (see graph_break.LoopExitPicker)
+        # picked by that (see runtime.steps.LoopExitPicker)
         tx.state.probed_iterators.add(self.obj_id)
         for container in self.walks:
             known = tx.state.known_value(container)
@@ -263,7 +207,7 @@ class ListIteratorValue(IteratorValue):
     def reconstruct(self, cg):
         if self.done:
             return cg.new_object(self, "iter([])")
-        return cg.new_object(self, f"{cg.ref(_advanced)}(iter({cg.expr(self.lst)}), {self.index})")
+        return cg.new_object(self, f"{cg.ref(advanced)}(iter({cg.expr(self.lst)}), {self.index})")
 
 
 class DictIteratorValue(IteratorValue):
@@ -291,7 +235,7 @@ class DictIteratorValue(IteratorValue):
         return [self.view]
 
     def reconstruct(self, cg):
-        return cg.new_object(self, f"{cg.ref(_advanced)}(iter({cg.expr(self.view)}), {self.index})")
+        return cg.new_object(self, f"{cg.ref(advanced)}(iter({cg.expr(self.view)}), {self.index})")
 
 
 class AdaptorValue(IteratorValue):
@@ -363,11 +307,6 @@ class AdaptorValue(IteratorValue):
         else:
             args = sources
         return cg.new_object(self, f"{cg.ref(self.kind)}({', '.join(args)})")
-
-
-def _advanced(it, n: int):
-    next(itertools.islice(it, n, n), None)
-    return it
 
 
 def as_iterator(tx, v: Value) -> IteratorValue:
@@ -534,53 +473,6 @@ def _pairwise(tx, args, kwargs):
 def _starmap(tx, args, kwargs):
     fn, src = args
     return AdaptorValue(itertools.starmap, [as_iterator(tx, src)], fn)
-
-
-# How an escaping iterator of each kind is rebuilt over the items the trace computed
-# (the same type as eager's).
-REBUILDERS = {
-    map: lambda items: map(_identity, items), filter: lambda items: filter(_keep, items),
-    zip: _as_zip, enumerate: _as_enumerate,
-    itertools.chain: lambda items: itertools.chain(items),
-    itertools.compress: lambda items: itertools.compress(items, itertools.repeat(True)),
-    itertools.islice: lambda items: itertools.islice(items, None),
-    itertools.accumulate: lambda items: itertools.accumulate(items, _second),
-    itertools.repeat: lambda items: itertools.repeat(items[0], len(items)) if items else itertools.repeat(None, 0),
-    itertools.zip_longest: lambda items: itertools.zip_longest(*zip(*items)) if items else itertools.zip_longest(),
-    itertools.starmap: lambda items: itertools.starmap(_identity, ((i,) for i in items)),
-    itertools.pairwise: lambda items: itertools.pairwise([p[0] for p in items] + [items[-1][1]] if items else ()),
-    type(iter([])): lambda items: iter(list(items)), type(iter(())): iter,
-    type(reversed([])): lambda items: reversed(list(reversed(items))),
-    reversed: lambda items: reversed(tuple(reversed(items))),
-    type(iter("")): lambda items: iter("".join(items)), type(iter("\u00e9")): lambda items: iter("".join(items)),
-    type(iter(b"")): lambda items: iter(bytes(items)),
-    type(iter(range(0))): lambda items: iter(_range_of(items)),
-    type(iter(collections.deque())): lambda items: iter(collections.deque(items)),
-    type(iter(set())): lambda items: _set_iterator(items),
-}
-
-
-def _range_of(items):
-    """The range whose items these are (they came from one)."""
-    if len(items) < 2:
-        return range(items[0], items[0] + 1) if items else range(0)
-    step = items[1] - items[0]
-    return range(items[0], items[-1] + step, step)
-
-
-def _set_iterator(items):
-    """A set's iterator over these items in this order; a set built again may order them
-    differently, and then the order wins over the type."""
-    s = set(items)
-    return iter(s) if list(s) == list(items) else iter(items)
-
-
-def _second(a, b):
-    return b
-
-
-def _identity(x):
-    return x
 
 
 ITERTOOLS = {

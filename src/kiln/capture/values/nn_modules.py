@@ -22,15 +22,6 @@ from .objects import ObjectValue
 from .tensor import TensorValue
 
 
-def has_hooks(mod: torch.nn.Module) -> bool:
-    """Whether calling ``mod`` runs hooks (its own or global): then it must be called as a
-    module, not by its compiled forward."""
-    g = torch.nn.modules.module
-    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
-                or getattr(mod, "_backward_pre_hooks", None) or g._global_forward_hooks
-                or g._global_forward_pre_hooks or g._global_backward_hooks or g._global_backward_pre_hooks)
-
-
 def has_backward_hooks(mod: torch.nn.Module) -> bool:
     g = torch.nn.modules.module
     return bool(mod._backward_hooks or getattr(mod, "_backward_pre_hooks", None) or g._global_backward_hooks

@@ -18,7 +18,7 @@ runs those ops on zeros.  Two differences follow, both visible to a user:
 
 So a backward compiled through here (:func:`reach_aware`) learns, per call, which
 tangents the engine left out and what it was given: a pre-hook on the node
-(:class:`NodeWatch`, installed by ``_aot.GradSpecialized`` on each call's node) notes
+(:class:`NodeWatch`, installed by ``backends._aot.GradSpecialized`` on each call's node) notes
 them, and the compiled backward, which the engine runs right after that hook on the
 same thread, reads the note.  With tangents left out it runs a variant of the backward
 graph (:func:`skipping_absent_tangents`) in which everything computed only from them
@@ -29,6 +29,12 @@ tangent passed through unchanged is returned as the tensor the engine gave.
 
 The variant runs the backward graph's ATen ops eagerly (a rare path: a backward from
 part of a graph's outputs); the usual call runs the backend's compiled backward.
+
+Run-time code: the hooks and the compiled backward run on every call and every
+backward.  The compile-time part is one wrapper (:func:`reach_aware`, which AOTAutograd
+calls with each backward graph), kept here because what it makes and the note it fills
+are this module's; the variants are built lazily, on the first backward that leaves
+tangents out.  It imports only torch.
 """
 from __future__ import annotations
 

@@ -1,0 +1,23 @@
+"""What runs on every compiled call: the code that generated guards and glue call.
+
+Kiln works at two times.  At **compile time** (the first call of a frame, or a guard
+miss) ``capture`` traces the frame, a backend compiles the graph, and codegen writes
+the guard and glue functions as Python source.  At **call time** those generated
+functions run, and everything they call lives here: the error fallback
+(``fallback``), the output fix-ups that make a backend's outputs behave as eager's
+(``outputs``), what guards and glue ask of and rebuild as real iterators
+(``iterators``), the contexts the glue enters again at a break and the autocast state
+the guards read (``contexts``), exceptions rebuilt (``objects``), the hooks that make a
+compiled backward do only what eager's would (``backward_reach``), the step functions
+and loop-exit pickers of a graph break (``steps``), and the compiled callees at a break
+(``callees``).  ``caches`` holds the
+process-wide caches' registry behind ``kiln.reset()``.
+
+Why one package: what runs per call is what costs per call, so it is where a faster
+implementation goes (the C accelerator of issues #21/#26 lives here), and it must not
+pull in the compile-time side.  The rule: modules here import only the standard
+library, torch, Kiln's foundation modules (``exc``, ``config``, ``metrics``,
+``markers``, ``trace``) and each other; ``tests/internals/test_layers.py`` checks it.
+Compile-time code passes in what a run-time object needs (code objects, callbacks)
+instead of this package reaching up for it.
+"""
