@@ -14,8 +14,9 @@ Four pieces, each usable alone:
   into mappings, sequences, ``nn.Module`` (its state dict and plain attributes) and user
   objects (``__dict__`` and ``__slots__``); functions, classes, Python modules, sets and
   scalars are leaves; an object met again on the way down is a cycle, not a loop.
-  ``Walk(objects=False)`` looks only into containers and dataclasses, for reports about
-  model outputs where a user object is a value, not a structure.
+  ``Walk(objects=False)`` (``REPORT_WALK``) looks only into mappings, lists, tuples and
+  dataclasses, for ``kiln.debug``'s reports about model outputs, where a user object is a
+  value, not a structure.
 * :func:`differences`: two structures side by side, returning readable differences
   (``[]`` when they agree); :func:`assert_same` raises them.
 * :func:`aliasing` / :func:`aliasing_differences`: which tensor leaves share storage,
@@ -38,8 +39,8 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 __all__ = ["Rules", "Walk", "Difference", "children", "walk", "tensor_leaves", "differences", "assert_same",
-           "tensor_differences", "same_values", "Aliasing", "aliasing", "aliasing_differences",
-           "InputWatch", "readable_path"]
+           "tensor_differences", "same_values", "Aliasing", "aliasing", "aliasing_differences", "roots_aliasing_differences",
+           "InputWatch", "readable_path", "REPORT_WALK", "parts", "storage_key"]
 
 
 # -- walking a structure -----------------------------------------------------------------
@@ -87,6 +88,9 @@ class Walk:
 
 
 _DEFAULT_WALK = Walk()
+#: how reports about a model's outputs look into them: containers and dataclasses (which
+#: include transformers' ``ModelOutput``), paths as a user writes them
+REPORT_WALK = Walk(objects=False, readable=True)
 
 
 def children(obj: Any, how: Walk = _DEFAULT_WALK) -> list[tuple[Any, Any, bool]] | None:
@@ -102,16 +106,18 @@ def children(obj: Any, how: Walk = _DEFAULT_WALK) -> list[tuple[Any, Any, bool]]
         return None
     if isinstance(obj, Mapping):
         return [(k, v, False) for k, v in obj.items()]
-    if isinstance(obj, (list, tuple) + _VIEWS):
+    if isinstance(obj, (list, tuple)):
+        return [(i, v, False) for i, v in enumerate(obj)]
+    if not how.objects:
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return [(f.name, getattr(obj, f.name), True) for f in dataclasses.fields(obj)]
+        return None
+    if isinstance(obj, _VIEWS):
         return [(i, v, False) for i, v in enumerate(obj)]
     if isinstance(obj, collections.deque):
         return [(i, v, False) for i, v in enumerate(obj)] + [("maxlen", obj.maxlen, True)]
     if isinstance(obj, range):
         return [("start", obj.start, True), ("stop", obj.stop, True), ("step", obj.step, True)]
-    if dataclasses.is_dataclass(obj) and not how.objects:
-        return [(f.name, getattr(obj, f.name), True) for f in dataclasses.fields(obj)]
-    if not how.objects:
-        return None
     if isinstance(obj, torch.nn.Module):
         state = [(k, v, True) for k, v in obj.state_dict(keep_vars=True).items()]
         return state + [(k, v, True) for k, v in vars(obj).items() if not k.startswith("_")]
@@ -141,6 +147,13 @@ class Difference(str):
         self = super().__new__(cls, text)
         self.aspect = aspect
         return self
+
+
+def parts(obj: Any, how: Walk = REPORT_WALK) -> list[tuple[Any, Any]] | None:
+    """:func:`children` as ``(key, child)`` pairs (``None`` for a leaf), for walks of
+    their own (``kiln.debug.accuracy`` compares against a float64 reference as it goes)."""
+    kids = children(obj, how)
+    return None if kids is None else [(k, v) for k, v, _ in kids]
 
 
 class _Marker:
@@ -363,7 +376,7 @@ class Aliasing:
     ``paths[i]``: the leaf's path; ``storage[i]``: its :func:`storage_key`;
     ``views[i]``: whether it is a view; ``same_as[i]``: the path of the first leaf that is
     the very same object; ``passed_in[i]``: the index of the input tensor (recorded before
-    the call) that it *is*, or None.
+    the call) that it *is*, or None; ``roots[i]``: the index of the root it is under.
     """
 
     paths: list[str]
@@ -371,14 +384,15 @@ class Aliasing:
     views: list[bool]
     same_as: list[str]
     passed_in: list[int | None]
+    roots: list[int]
 
-    def shared(self, among: Callable[[str], bool] = lambda p: True) -> set[tuple[str, str]]:
-        """Pairs of leaf paths (both passing ``among``) whose storage is the same."""
-        pairs = set()
+    def shared(self, among: Callable[[str], bool] = lambda p: True) -> list[tuple[str, str]]:
+        """Pairs of leaf paths (both passing ``among``, in walk order) whose storage is the same."""
+        pairs = []
         for i, (p, k) in enumerate(zip(self.paths, self.storage)):
             for q, m in zip(self.paths[i + 1:], self.storage[i + 1:]):
                 if k is not None and k == m and among(p) and among(q):
-                    pairs.add((p, q))
+                    pairs.append((p, q))
         return pairs
 
     def sharing(self, path: str, with_: Callable[[str], bool]) -> tuple[str, ...]:
@@ -392,13 +406,13 @@ def aliasing(roots: Sequence[Any], names: Sequence[str], before: Sequence[torch.
     """:class:`Aliasing` of the tensor leaves of ``roots`` (paths start with ``names``);
     ``before``: the input tensor objects as they were before the call."""
     index = {id(t): i for i, t in enumerate(before)}
-    leaves = [(p, t) for root, name in zip(roots, names) for p, t in tensor_leaves(root, name, how)]
+    leaves = [(p, t, i) for i, (root, name) in enumerate(zip(roots, names)) for p, t in tensor_leaves(root, name, how)]
     first: dict[int, str] = {}
-    for p, t in leaves:
+    for p, t, _ in leaves:
         first.setdefault(id(t), p)
-    return Aliasing([p for p, _ in leaves], [storage_key(t, empty_tensors_alias) for _, t in leaves],
-                    [t._is_view() for _, t in leaves], [first[id(t)] for _, t in leaves],
-                    [index.get(id(t)) for _, t in leaves])
+    return Aliasing([p for p, _, _ in leaves], [storage_key(t, empty_tensors_alias) for _, t, _ in leaves],
+                    [t._is_view() for _, t, _ in leaves], [first[id(t)] for _, t, _ in leaves],
+                    [index.get(id(t)) for _, t, _ in leaves], [i for _, _, i in leaves])
 
 
 def aliasing_differences(eager: Aliasing, compiled: Aliasing, *, storage: bool = True, views: bool = True,
@@ -410,7 +424,7 @@ def aliasing_differences(eager: Aliasing, compiled: Aliasing, *, storage: bool =
     if eager.paths != compiled.paths:
         return [f"the tensor leaves differ: eager {eager.paths}, compiled {compiled.paths}"]
     if storage:
-        e, c = eager.shared(), compiled.shared()
+        e, c = set(eager.shared()), set(compiled.shared())
         out += [f"{p} and {q} share storage in eager but not when compiled" for p, q in sorted(e - c)]
         out += [f"{p} and {q} share storage when compiled but not in eager" for p, q in sorted(c - e)]
     for i, p in enumerate(eager.paths):
@@ -420,6 +434,15 @@ def aliasing_differences(eager: Aliasing, compiled: Aliasing, *, storage: bool =
         if identity and (eager.same_as[i], eager.passed_in[i]) != (compiled.same_as[i], compiled.passed_in[i]):
             out.append(f"{p} is the object {_identity(eager, i)} in eager but {_identity(compiled, i)} when compiled")
     return out
+
+
+def roots_aliasing_differences(names: Sequence[str], eager: Sequence[Any], compiled: Sequence[Any],
+                               eager_before: Sequence[torch.Tensor] = (), compiled_before: Sequence[torch.Tensor] = (),
+                               **aspects: bool) -> list[str]:
+    """:func:`aliasing_differences` of the same roots (``names``: e.g. inputs, result) after
+    an eager and a compiled call; ``*_before``: each call's input tensors before it ran."""
+    return aliasing_differences(aliasing(eager, names, eager_before), aliasing(compiled, names, compiled_before),
+                                **aspects)
 
 
 def _identity(a: Aliasing, i: int) -> str:

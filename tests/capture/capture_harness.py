@@ -148,10 +148,8 @@ def run_case(case: Case):
         if isinstance(case.fn, torch.nn.Module):
             assert_same(case.fn, target, same, "module after the call")
         if case.check_alias and expected[0] == "ok":
-            roots = ("inputs", "result")
-            found = comparison.aliasing_differences(
-                comparison.aliasing((eager_in, expected[1]), roots, eager_before),
-                comparison.aliasing((compiled_in, actual[1]), roots, compiled_before))
+            found = comparison.roots_aliasing_differences(("inputs", "result"), (eager_in, expected[1]),
+                                                          (compiled_in, actual[1]), eager_before, compiled_before)
             assert not found, "outputs alias each other or the inputs differently from eager:\n" + "\n".join(found)
         if run == 0:
             assert (counter.frame_count, counter.op_count) == (case.graphs, case.ops), \

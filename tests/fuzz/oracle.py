@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 import kiln
-from kiln.comparison import Rules, aliasing, aliasing_differences, differences, tensor_leaves
+from kiln.comparison import Rules, differences, roots_aliasing_differences, tensor_leaves
 
 from .gen import GLOBAL_NAMES, Program
 
@@ -239,9 +239,8 @@ def compare_call(i, e, c, tol) -> Divergence | None:
         d = compare_tree("return", e["out"], c["out"], tol)
         if d:
             return Divergence(i, *d)
-        roots = ("inputs", "return")
-        found = aliasing_differences(aliasing((e["args"], e["out"]), roots, e["before"]),
-                                     aliasing((c["args"], c["out"]), roots, c["before"]))
+        found = roots_aliasing_differences(("inputs", "return"), (e["args"], e["out"]), (c["args"], c["out"]),
+                                           e["before"], c["before"])
         if found:
             return Divergence(i, "aliasing", "\n".join(found))
     d = compare_tree("inputs", e["args"], c["args"], tol)

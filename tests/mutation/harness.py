@@ -99,10 +99,8 @@ def check(fn, make_inputs, *, backend="eager", graphs=None, reset=None, snapshot
         e_before, c_before = _tensor_objects(eager_in), _tensor_objects(comp_in)
         e_res, e_out, e_after, e_snap = _run(fn, eager_in, reset, snapshot)
         c_res, c_out, c_after, c_snap = _run(compiled, comp_in, reset, snapshot)
-        roots = ("inputs", "result")
-        found = comparison.aliasing_differences(
-            comparison.aliasing((eager_in, e_res), roots, e_before), comparison.aliasing((comp_in, c_res), roots, c_before),
-            storage=aliasing, views=aliasing)
+        found = comparison.roots_aliasing_differences(("inputs", "result"), (eager_in, e_res), (comp_in, c_res),
+                                                      e_before, c_before, storage=aliasing, views=aliasing)
         assert not found, f"seed {seed}: aliasing differs\n" + "\n".join(found)
         if post is not None:
             torch.manual_seed(99)
