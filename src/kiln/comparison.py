@@ -96,7 +96,9 @@ REPORT_WALK = Walk(objects=False, readable=True)
 def children(obj: Any, how: Walk = _DEFAULT_WALK) -> list[tuple[Any, Any, bool]] | None:
     """``(key, child, is_attribute)`` for a structure, ``None`` for a leaf.
 
-    A module shows its state dict (parameters and buffers, by dotted name) and its public
+    Mappings show their items and sequences (dict views too) their elements, in order; a
+    deque also its ``maxlen`` and a range its start, stop and step (``range(0)`` and
+    ``range(2, 2)`` are equal to ``==`` but not the same value to a program).  A module shows its state dict (parameters and buffers, by dotted name) and its public
     plain attributes (submodules are in the state dict's names); a user object all of its
     ``__dict__`` in insertion order (attribute order is observable) and its slots.  An
     iterator or other identity-compared iterable with no state of its own shows its items
