@@ -1,13 +1,21 @@
-"""Helpers for tests: a counting backend and eager-vs-compiled comparisons."""
+"""Helpers for tests: a counting backend and eager-vs-compiled comparisons.
+
+The comparisons are :mod:`kiln.comparison`'s (re-exported here so a test imports one
+place); ``assert_same_as_eager`` is its strictness for a call's result.
+"""
 from __future__ import annotations
 
 import torch
 import torch.fx
 
+from .comparison import (InputWatch, Rules, Walk, aliasing, aliasing_differences, assert_same, differences,
+                         tensor_leaves, walk)
 from .fx_ops import count_ops
 
 
-__all__ = ["count_ops", "CompileCounter", "assert_same_as_eager"]      # count_ops: kiln.fx_ops's
+# count_ops is kiln.fx_ops's; the comparison names are kiln.comparison's
+__all__ = ["count_ops", "CompileCounter", "assert_same_as_eager", "Rules", "Walk", "assert_same", "differences",
+           "walk", "tensor_leaves", "aliasing", "aliasing_differences", "InputWatch"]
 
 
 class CompileCounter:
@@ -53,22 +61,10 @@ class CompileCounter:
 
 def assert_same_as_eager(eager, compiled, rtol: float | None = None, atol: float | None = None,
                          path: str = "result") -> None:
-    """``compiled`` is what ``eager`` is: for tensors the same requires_grad, is_leaf,
-    dtype, shape and (close) values; lists and tuples of the same type and length,
-    compared item by item; anything else equal.  ``is_leaf`` is part of it because a
-    compiled call that hands back a graph output where eager made a leaf (or the other
-    way round) changes what ``.grad`` and ``backward()`` do afterwards."""
-    if isinstance(eager, torch.Tensor) or isinstance(compiled, torch.Tensor):
-        assert isinstance(eager, torch.Tensor) and isinstance(compiled, torch.Tensor), \
-            f"{path}: eager {eager!r}, compiled {compiled!r}"
-        want = (eager.requires_grad, eager.is_leaf, eager.dtype, eager.shape)
-        got = (compiled.requires_grad, compiled.is_leaf, compiled.dtype, compiled.shape)
-        assert want == got, f"{path}: eager (requires_grad, is_leaf, dtype, shape) {want}, compiled {got}"
-        torch.testing.assert_close(compiled.detach(), eager.detach(), rtol=rtol, atol=atol)
-    elif isinstance(eager, (list, tuple)):
-        assert type(eager) is type(compiled) and len(eager) == len(compiled), \
-            f"{path}: eager {eager!r}, compiled {compiled!r}"
-        for i, (e, c) in enumerate(zip(eager, compiled)):
-            assert_same_as_eager(e, c, rtol, atol, f"{path}[{i}]")
-    else:
-        assert eager == compiled, f"{path}: eager {eager!r}, compiled {compiled!r}"
+    """``compiled`` is what ``eager`` is (:func:`kiln.comparison.assert_same`): the same
+    types and structure; tensors with the same requires_grad, is_leaf, dtype, shape and
+    values close within ``rtol``/``atol`` (NaN is a difference here); anything else equal.
+    ``is_leaf`` is part of it because a compiled call that hands back a graph output where
+    eager made a leaf (or the other way round) changes what ``.grad`` and ``backward()``
+    do afterwards."""
+    assert_same(eager, compiled, Rules(rtol=rtol, atol=atol, is_leaf=True, equal_nan=False), path)

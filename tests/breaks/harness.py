@@ -4,7 +4,8 @@
 ``CompileCounter``) on every input set, each run on its own deep copy of the inputs,
 and asserts that
 
-* the results are equal (tensors: values, dtype, shape, requires_grad),
+* the results are equal (``kiln.comparison`` under ``RULES``: tensors by values, dtype,
+  shape, requires_grad; containers, modules and objects by their contents),
 * the inputs were mutated the same way,
 * the printed output is identical (same lines, same order, same number),
 * the side-effect log (``LOG``, appended to by ``log()``) is identical,
@@ -23,12 +24,11 @@ import contextlib
 import copy
 import dataclasses
 import io
-import math
 
 import torch
 
 import kiln
-from kiln.testing import CompileCounter
+from kiln.testing import CompileCounter, Rules, assert_same
 
 LOG: list = []
 # one buffer for every run, so that code reading sys.stdout sees the same object each time
@@ -66,48 +66,13 @@ def seeds(make, n=2):
 # comparison
 
 
+#: tensors within assert_close's default tolerance (NaN equal), Python floats within 1e-5
+#: relative / 1e-6 absolute; a compiled module is an instance of a subclass of the module's class
+RULES = Rules(float_rtol=1e-5, float_atol=1e-6, module_subclass=True)
+
+
 def same(expected, actual, path="result"):
-    te, ta = type(expected), type(actual)
-    if isinstance(expected, torch.nn.Module) and isinstance(actual, te):
-        ta = te  # a compiled module is an instance of a subclass of the module's class
-    assert te is ta, f"{path}: type {ta.__name__} != {te.__name__} ({actual!r} vs {expected!r})"
-    if isinstance(expected, torch.Tensor):
-        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
-        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
-        assert actual.requires_grad == expected.requires_grad, \
-            f"{path}: requires_grad {actual.requires_grad} != {expected.requires_grad}"
-        torch.testing.assert_close(actual.detach(), expected.detach(), equal_nan=True,
-                                   msg=lambda m: f"{path}: {m}")
-    elif isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            same(e, a, f"{path}[{i}]")
-    elif isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
-        for k in expected:
-            same(expected[k], actual[k], f"{path}[{k!r}]")
-    elif isinstance(expected, float):
-        assert math.isclose(actual, expected, rel_tol=1e-5, abs_tol=1e-6) or (
-            math.isnan(actual) and math.isnan(expected)), f"{path}: {actual!r} != {expected!r}"
-    elif isinstance(expected, torch.nn.Module):
-        same(expected.state_dict(keep_vars=True), actual.state_dict(keep_vars=True), f"{path}.state_dict")
-        same(_attrs(expected), _attrs(actual), f"{path}.__dict__")
-    elif dataclasses.is_dataclass(expected) and not isinstance(expected, type):
-        for f in dataclasses.fields(expected):
-            same(getattr(expected, f.name), getattr(actual, f.name), f"{path}.{f.name}")
-    elif _is_user_object(expected):
-        same(_attrs(expected), _attrs(actual), f"{path}.__dict__")
-    else:
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-
-
-def _is_user_object(obj):
-    return hasattr(obj, "__dict__") and not callable(obj) and type(obj).__module__ not in ("builtins", "torch")
-
-
-def _attrs(obj):
-    return {k: v for k, v in vars(obj).items()
-            if not k.startswith("_") and not isinstance(v, (torch.nn.Module, torch.nn.Parameter))}
+    assert_same(expected, actual, RULES, path)
 
 
 # -------------------------------------------------------------------------------------

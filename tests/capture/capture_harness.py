@@ -5,7 +5,7 @@ for it.  ``run_case`` compiles the program with ``fullgraph=True`` and a fresh
 ``CompileCounter``, runs eager and compiled on two input sets (same shapes,
 different values; every run gets its own deep copy of the inputs so in-place ops
 cannot leak between runs) and compares results, input mutations and output
-aliasing structurally.
+aliasing structurally, with ``kiln.comparison`` under ``rules(case)``.
 
 Counts follow Kiln's design: every recorded op is a ``call_function`` /
 ``call_method`` node (including the ``getitem`` nodes that unpack a multi-output
@@ -16,12 +16,8 @@ tensor output makes no graph at all.
 from __future__ import annotations
 
 import copy
-import dataclasses
-import functools
 import inspect
-import math
 import re
-import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,6 +25,8 @@ import pytest
 import torch
 
 import kiln
+from kiln import comparison
+from kiln.comparison import Rules, assert_same
 from kiln.testing import CompileCounter
 
 
@@ -95,100 +93,16 @@ def _as_inputs(x) -> Inputs:
 
 
 # ------------------------------------------------------------------------------------
-# Structural comparison
+# Structural comparison (kiln.comparison): tensors with assert_close (the case's tolerances,
+# else the default ones, NaN equal), Python floats within 1e-6 relative / 1e-9 absolute
 
 
-def _tensors_in(obj, out, seen):
-    if id(obj) in seen:
-        return
-    if isinstance(obj, torch.Tensor):
-        out.append(obj)
-        return
-    if isinstance(obj, (str, bytes, int, float, complex, bool, type(None))):
-        return
-    seen.add(id(obj))
-    if isinstance(obj, dict):
-        for v in obj.values():
-            _tensors_in(v, out, seen)
-    elif isinstance(obj, (list, tuple, set, frozenset)):
-        for v in obj:
-            _tensors_in(v, out, seen)
-    elif isinstance(obj, torch.nn.Module):
-        for v in obj.state_dict(keep_vars=True).values():
-            _tensors_in(v, out, seen)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            _tensors_in(getattr(obj, f.name), out, seen)
-    elif _is_user_instance(obj):
-        for v in vars(obj).values():
-            _tensors_in(v, out, seen)
+def rules(case: Case) -> Rules:
+    return Rules(rtol=case.rtol, atol=case.atol, float_rtol=1e-6, float_atol=1e-9)
 
 
-def assert_same(expected, actual, path="result", atol=None, rtol=None):
-    """``actual`` equals ``expected`` structurally: same types, containers, values."""
-    te, ta = type(expected), type(actual)
-    assert te is ta, f"{path}: type {ta.__name__} != expected {te.__name__} ({actual!r} vs {expected!r})"
-    if isinstance(expected, torch.Tensor):
-        assert actual.shape == expected.shape, f"{path}: shape {actual.shape} != {expected.shape}"
-        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
-        assert actual.requires_grad == expected.requires_grad, \
-            f"{path}: requires_grad {actual.requires_grad} != {expected.requires_grad}"
-        torch.testing.assert_close(actual.detach(), expected.detach(), atol=atol, rtol=rtol, equal_nan=True,
-                                   msg=lambda m: f"{path}: {m}")
-    elif isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            assert_same(e, a, f"{path}[{i}]", atol, rtol)
-    elif isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{path}: keys {list(actual)} != {list(expected)}"
-        for k in expected:
-            assert_same(expected[k], actual[k], f"{path}[{k!r}]", atol, rtol)
-    elif isinstance(expected, (set, frozenset)):
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-    elif isinstance(expected, float):
-        assert actual == expected or (math.isnan(actual) and math.isnan(expected)) \
-            or math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-9), f"{path}: {actual!r} != {expected!r}"
-    elif isinstance(expected, torch.nn.Module):
-        assert_same(expected.state_dict(keep_vars=True), actual.state_dict(keep_vars=True), f"{path}.state",
-                    atol, rtol)
-        assert_same(_plain_attrs(expected), _plain_attrs(actual), f"{path}.__dict__", atol, rtol)
-    elif dataclasses.is_dataclass(expected) and not isinstance(expected, type):
-        for f in dataclasses.fields(expected):
-            assert_same(getattr(expected, f.name), getattr(actual, f.name), f"{path}.{f.name}", atol, rtol)
-    elif _is_user_instance(expected):
-        assert_same(_plain_attrs(expected), _plain_attrs(actual), f"{path}.__dict__", atol, rtol)
-    else:
-        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
-
-
-def _is_user_instance(obj) -> bool:
-    return hasattr(obj, "__dict__") and not isinstance(obj, (type, types.FunctionType, types.MethodType,
-                                                             types.ModuleType, functools.partial)) \
-        and type(obj).__module__ not in ("builtins", "torch", "kiln.api")
-
-
-def _plain_attrs(obj) -> dict:
-    """Public instance attributes (a module's tensors and submodules are compared via state_dict)."""
-    skip = (torch.nn.Module, torch.Tensor) if isinstance(obj, torch.nn.Module) else ()
-    return {k: v for k, v in vars(obj).items()
-            if not k.startswith("_") and not isinstance(v, skip) and not isinstance(v, types.FunctionType)}
-
-
-def _alias_signature(result, inputs) -> list:
-    """For each output tensor: which earlier output it is, which input it is, and
-    which input's storage it shares (views)."""
-    outs, ins = [], []
-    _tensors_in(result, outs, set())
-    _tensors_in(inputs, ins, set())
-    sig = []
-    for i, t in enumerate(outs):
-        same_out = next((j for j in range(i) if outs[j] is t), None)
-        same_in = next((j for j, x in enumerate(ins) if x is t), None)
-        ptr = t.untyped_storage().data_ptr() if t.numel() else None
-        shares = next((j for j, x in enumerate(ins) if ptr is not None and x.numel()
-                       and x.untyped_storage().data_ptr() == ptr), None)
-        sig.append((same_out, same_in, shares))
-    return sig
+def _tensors(inputs) -> list:
+    return [t for _, t in comparison.tensor_leaves(inputs, "inputs")]
 
 
 # ------------------------------------------------------------------------------------
@@ -213,6 +127,7 @@ def run_case(case: Case):
     for run in range(2):
         base = _as_inputs(case.inputs(Rand(run)))
         eager_in, compiled_in = copy.deepcopy(base), copy.deepcopy(base)
+        eager_before, compiled_before = _tensors(eager_in), _tensors(compiled_in)
         if case.setup:
             case.setup()
         expected = _call(case.reference or case.fn, eager_in, case.grad_mode)
@@ -222,18 +137,20 @@ def run_case(case: Case):
         actual = _call(compiled, compiled_in, case.grad_mode)
         compiled_state = case.state() if case.state else None
         assert expected[0] == actual[0], f"eager {expected[0]}s ({expected[1]!r}) but compiled {actual[0]}s ({actual[1]!r})"
+        same = rules(case)
         if expected[0] == "raise":
             assert type(actual[1]) is type(expected[1]) and str(actual[1]) == str(expected[1])
         else:
-            assert_same(expected[1], actual[1], "result", case.atol, case.rtol)
-        assert_same(eager_in, compiled_in, "inputs after the call", case.atol, case.rtol)
+            assert_same(expected[1], actual[1], same, "result")
+        assert_same(eager_in, compiled_in, same, "inputs after the call")
         if case.state:
-            assert_same(eager_state, compiled_state, "outside state", case.atol, case.rtol)
+            assert_same(eager_state, compiled_state, same, "outside state")
         if isinstance(case.fn, torch.nn.Module):
-            assert_same(case.fn, target, "module after the call", case.atol, case.rtol)
+            assert_same(case.fn, target, same, "module after the call")
         if case.check_alias and expected[0] == "ok":
-            assert _alias_signature(actual[1], compiled_in) == _alias_signature(expected[1], eager_in), \
-                "outputs alias each other or the inputs differently from eager"
+            found = comparison.roots_aliasing_differences(("inputs", "result"), (eager_in, expected[1]),
+                                                          (compiled_in, actual[1]), eager_before, compiled_before)
+            assert not found, "outputs alias each other or the inputs differently from eager:\n" + "\n".join(found)
         if run == 0:
             assert (counter.frame_count, counter.op_count) == (case.graphs, case.ops), \
                 f"expected {case.graphs} graph(s) / {case.ops} op(s), got {counter.frame_count} / " \

@@ -21,7 +21,7 @@ import torch
 
 import kiln
 from kiln.backends.registry import lookup
-from kiln.testing import count_ops
+from kiln.testing import Rules, assert_same, count_ops
 
 BACKENDS = ("eager", "aot_eager")
 
@@ -63,15 +63,8 @@ def check(fn, make_inputs, graphs, ops, fullgraph=True):
 
 
 def _assert_same(got, want):
-    assert type(got) is type(want), (got, want)
-    if isinstance(want, torch.Tensor):
-        assert torch.equal(got, want) and got.dtype == want.dtype
-    elif isinstance(want, (tuple, list)):
-        assert len(got) == len(want), (got, want)
-        for g, w in zip(got, want):
-            _assert_same(g, w)
-    else:
-        assert got == want, (got, want)
+    """Bit for bit (``torch.equal``, NaN a difference), with types, dtype and requires_grad."""
+    assert_same(want, got, Rules(exact=True, equal_nan=False))
 
 
 @dataclasses.dataclass

@@ -14,8 +14,9 @@ each other, are views), ``inputs`` (mutation of the input tensors and the list/o
 the helper module ``hm`` (a real module written to a temporary directory under a fresh name for
 each run, so the eager run's writes cannot reach the compiled run), the data attributes of the
 classes the program defines (class attributes the program changes), and the ``.grad`` of module
-parameters.  Values the mutation harness does not look into (deques' ``maxlen``, dtypes,
-devices, enums, ranges) are made comparable by :func:`plain` first.
+parameters.  Values compared by name or type alone (dtypes, devices, enums, modules) are made
+comparable tuples by :func:`plain` first; the comparison itself is ``kiln.comparison``'s
+(``_RULES``).
 
 Tolerance: under ``eager`` values must be bitwise equal (NaN equals NaN).  Under ``aot_eager``
 floating-point values may differ by fp32 noise (``rtol=1.3e-6, atol=1e-5``, torch's float32
@@ -45,7 +46,7 @@ import numpy as np
 import torch
 
 import kiln
-from tests.mutation.harness import alias_pattern, identity_pattern, leaves
+from kiln.comparison import Rules, differences, roots_aliasing_differences, tensor_leaves
 
 from .gen import GLOBAL_NAMES, Program
 
@@ -180,7 +181,7 @@ def _call(fn, args, ns, call):
     np.random.seed(call)
     buf = io.StringIO()
     grad = torch.is_grad_enabled()
-    before = [t for _, t in leaves(args, "in") if isinstance(t, torch.Tensor)]
+    before = [t for _, t in tensor_leaves(args, "inputs")]
     try:
         with contextlib.redirect_stdout(buf), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -201,40 +202,21 @@ def _close(a, b, tol):
     return a == b
 
 
-def _cmp_tensor(path, a, b, tol):
-    """Returns (aspect, detail) of the first difference between two tensors, or None."""
-    for attr in ("dtype", "shape", "requires_grad"):
-        if getattr(a, attr) != getattr(b, attr):
-            return f"{attr}", f"{path}: {attr} {getattr(a, attr)} eager, {getattr(b, attr)} compiled"
-    if a.stride() != b.stride() and a.numel() > 1:
-        return "stride", f"{path}: stride {a.stride()} eager, {b.stride()} compiled"
-    x, y = a.detach(), b.detach()
-    if x.is_floating_point():
-        same = ((x == y) | (x.isnan() & y.isnan())).all() if not tol else \
-            torch.isclose(y, x, rtol=RTOL, atol=ATOL, equal_nan=True).all()
-    else:
-        same = torch.equal(x, y)
-    if not same:
-        return "value", f"{path}: values differ\neager    {x}\ncompiled {y}"
-    return None
+#: by tolerance: bitwise (NaN equals NaN) or within fp32 noise; strides too; the two runs
+#: exec'd separate copies of the program, so classes and functions agree by name
+_RULES = {tol: Rules(exact=not tol, rtol=RTOL if tol else None, atol=ATOL if tol else None,
+                     float_rtol=RTOL if tol else 0.0, float_atol=ATOL if tol else 0.0, strides=True,
+                     names_only=True)
+          for tol in (False, True)}
 
 
 def compare_tree(what, e, c, tol):
-    le, lc = leaves(plain(e), what), leaves(plain(c), what)
-    pe = [(p, type(v).__name__ if not isinstance(v, tuple) or not v or v[0] != "<type>" else v) for p, v in le]
-    pc = [(p, type(v).__name__ if not isinstance(v, tuple) or not v or v[0] != "<type>" else v) for p, v in lc]
-    if pe != pc:
-        return f"{what}.structure", f"eager {pe}\ncompiled {pc}"
-    for (path, a), (_, b) in zip(le, lc):
-        if isinstance(a, torch.Tensor):
-            d = _cmp_tensor(path, a, b, tol)
-            if d:
-                return f"{what}.{d[0]}", d[1]
-        elif isinstance(a, type) or callable(a) and not hasattr(a, "__dict__"):
-            continue
-        elif not _close(a, b, tol):
-            return f"{what}.value", f"{path}: {a!r} eager, {b!r} compiled"
-    return None
+    """(aspect, detail) of the first difference (``kiln.comparison``), or None."""
+    found = differences(plain(e), plain(c), _RULES[bool(tol)], what)
+    if not found:
+        return None
+    first = found[0]
+    return f"{what}.{'structure' if first.aspect == 'type' else first.aspect}", str(first)
 
 
 _NUM = re.compile(r"-?\d+\.\d*(?:e[-+]?\d+)?")
@@ -257,10 +239,10 @@ def compare_call(i, e, c, tol) -> Divergence | None:
         d = compare_tree("return", e["out"], c["out"], tol)
         if d:
             return Divergence(i, *d)
-        ie = (identity_pattern(e["before"], e["args"], e["out"]), alias_pattern(e["args"], e["out"]))
-        ic = (identity_pattern(c["before"], c["args"], c["out"]), alias_pattern(c["args"], c["out"]))
-        if ie != ic:
-            return Divergence(i, "aliasing", f"eager {ie}\ncompiled {ic}")
+        found = roots_aliasing_differences(("inputs", "return"), (e["args"], e["out"]), (c["args"], c["out"]),
+                                           e["before"], c["before"])
+        if found:
+            return Divergence(i, "aliasing", "\n".join(found))
     d = compare_tree("inputs", e["args"], c["args"], tol)
     if d:
         return Divergence(i, *d)

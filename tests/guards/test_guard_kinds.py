@@ -15,23 +15,14 @@ import pytest
 import torch
 
 import kiln
-from kiln.testing import CompileCounter
+from kiln.testing import CompileCounter, Rules, assert_same
 
 BACKENDS = ["eager", "aot_eager"]
 
 
 def same(expected, got):
-    assert type(expected) is type(got), (type(expected), type(got))
-    if isinstance(expected, torch.Tensor):
-        assert (expected.dtype, expected.shape, expected.requires_grad) == \
-            (got.dtype, got.shape, got.requires_grad)
-        torch.testing.assert_close(got.detach(), expected.detach())
-    elif isinstance(expected, (tuple, list)):
-        assert len(expected) == len(got)
-        for e, g in zip(expected, got):
-            same(e, g)
-    else:
-        assert expected == got
+    """Same types and structure; tensors' dtype, shape, requires_grad and values (default tolerance)."""
+    assert_same(expected, got, Rules(equal_nan=False))
 
 
 # -- the functions under test and the fact each case changes ---------------------------------

@@ -10,22 +10,14 @@ import pytest
 import torch
 
 import kiln
-from kiln.testing import CompileCounter
+from kiln.testing import CompileCounter, Rules, assert_same
 
 BACKENDS = ["eager", "aot_eager"]
 
 
 def same(expected, got):
-    assert type(expected) is type(got), (type(expected), type(got))
-    if isinstance(expected, torch.Tensor):
-        assert (expected.dtype, expected.shape, expected.requires_grad) == (got.dtype, got.shape, got.requires_grad)
-        torch.testing.assert_close(got.detach(), expected.detach(), rtol=1e-6, atol=1e-6)
-    elif isinstance(expected, (tuple, list)):
-        assert len(expected) == len(got)
-        for e, g in zip(expected, got):
-            same(e, g)
-    else:
-        assert expected == got
+    """Same types and structure; tensors' dtype, shape, requires_grad and values within 1e-6."""
+    assert_same(expected, got, Rules(rtol=1e-6, atol=1e-6, equal_nan=False))
 
 
 def compare(fn, calls, backend):

@@ -1,5 +1,6 @@
 """Checks for higher-order operator tests: compile with fullgraph=True under a backend
-wrapped in a counter, compare values (and gradients) with eager on several inputs."""
+wrapped in a counter, compare values (and gradients) with eager on several inputs
+(``kiln.comparison`` within ``atol``/``rtol``; NaN is a difference)."""
 from __future__ import annotations
 
 import copy
@@ -8,7 +9,7 @@ import torch
 
 import kiln
 from kiln.backends.registry import lookup
-from kiln.testing import CompileCounter
+from kiln.testing import CompileCounter, Rules, assert_same
 
 
 class Counting(CompileCounter):
@@ -44,36 +45,15 @@ def check(fn, inputs: list, backend: str = "eager", graphs: int = 1, ops: int | 
         a_eager, a_comp = copy.deepcopy(args), copy.deepcopy(args)
         expected = fn(*a_eager)
         got = cfn(*a_comp)
-        _close(got, expected, atol, rtol)
+        same = Rules(rtol=rtol, atol=atol, equal_nan=False)
+        assert_same(expected, got, same, "result")
         if grad:
             le = [a for a in a_eager if isinstance(a, torch.Tensor) and a.requires_grad]
             lc = [a for a in a_comp if isinstance(a, torch.Tensor) and a.requires_grad]
             params_e = [p for m in a_eager if isinstance(m, torch.nn.Module) for p in m.parameters()]
             params_c = [p for m in a_comp if isinstance(m, torch.nn.Module) for p in m.parameters()]
-            ge = _grads(expected, le + params_e)
-            gc = _grads(got, lc + params_c)
-            for x, y in zip(gc, ge):
-                assert (x is None) == (y is None)
-                if x is not None:
-                    torch.testing.assert_close(x, y, atol=atol, rtol=rtol)
+            assert_same(_grads(expected, le + params_e), _grads(got, lc + params_c), same, "grads")
     assert cc.frame_count == graphs, cc
     if ops is not None:
         assert cc.op_count == ops, cc
     return cc
-
-
-def _close(got, expected, atol, rtol):
-    if isinstance(expected, (tuple, list)):
-        assert type(got) is type(expected) and len(got) == len(expected)
-        for g, e in zip(got, expected):
-            _close(g, e, atol, rtol)
-    elif isinstance(expected, dict):
-        assert type(got) is dict and list(got) == list(expected)
-        for k in expected:
-            _close(got[k], expected[k], atol, rtol)
-    elif isinstance(expected, torch.Tensor):
-        assert isinstance(got, torch.Tensor)
-        assert got.dtype == expected.dtype and got.requires_grad == expected.requires_grad, (got, expected)
-        torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
-    else:
-        assert got == expected

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from .. import trace
-from ._tree import child_path, children
+from ..comparison import parts as children, readable_path as child_path
 
 __all__ = ["AccuracyReport", "TensorError", "compare", "fp64_copy"]
 

@@ -6,7 +6,8 @@ into that output in place (a common idiom in training code) silently stops updat
 the input.  If eager mutates an input and the compiled function does not (or does it
 without bumping the version counter), optimizer state, KV caches or autograd's saved-
 tensor checks go wrong.  :func:`record_call` observes one call, :func:`compare_aliasing`
-lists how two observations differ.
+lists how two observations differ.  The observing (storage keys, the walk, the snapshot of
+the inputs) is :mod:`kiln.comparison`'s, shared with the tests; the report is this module's.
 
 Aliasing is storage sharing: two tensors alias if their ``untyped_storage()`` has the
 same data pointer on the same device (empty storages never alias).  An input counts as
@@ -24,9 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import torch
-
-from ._tree import tensor_leaves
+from ..comparison import REPORT_WALK, InputWatch, aliasing
 
 __all__ = ["CallRecord", "record_call", "aliasing_of", "compare_aliasing"]
 
@@ -51,62 +50,25 @@ class CallRecord:
     bumped: tuple[str, ...] = ()
 
 
-def _storage_key(t: torch.Tensor):
-    try:
-        storage = t.untyped_storage()
-    except Exception:  # tensors without storage (some subclasses): treat as unaliased
-        return None
-    if storage.nbytes() == 0:
-        return None
-    return (t.device, storage.data_ptr())
-
-
 def aliasing_of(inputs: Sequence[Any], outputs: Any) -> tuple[dict[str, tuple[str, ...]], list[tuple[str, str]]]:
     """Map each output path to the input paths it shares storage with; also output-output pairs."""
-    owners: dict[Any, list[str]] = {}
-    for path, t in tensor_leaves(list(inputs), "input"):
-        key = _storage_key(t)
-        if key is not None:
-            owners.setdefault(key, []).append(path)
-    aliases: dict[str, tuple[str, ...]] = {}
-    seen: dict[Any, list[str]] = {}
-    pairs: list[tuple[str, str]] = []
-    for path, t in tensor_leaves(outputs, "output"):
-        key = _storage_key(t)
-        if key is None:
-            continue
-        if key in owners:
-            aliases[path] = tuple(owners[key])
-        for other in seen.get(key, []):
-            pairs.append((other, path))
-        seen.setdefault(key, []).append(path)
-    return aliases, pairs
+    facts = aliasing((list(inputs), outputs), ("input", "output"), how=REPORT_WALK, empty_tensors_alias=True)
+    is_output = {p: root == 1 for p, root in zip(facts.paths, facts.roots)}
+    aliases = {}
+    for path in facts.paths:
+        shared = facts.sharing(path, lambda q: not is_output[q]) if is_output[path] else ()
+        if shared:
+            aliases[path] = shared
+    return aliases, facts.shared(among=lambda p: is_output[p])
 
 
 def record_call(fn: Callable, inputs: Sequence[Any]) -> CallRecord:
     """Call ``fn(*inputs)`` and record its outputs, output aliasing and input mutations."""
-    before = []
-    for path, t in tensor_leaves(list(inputs), "input"):
-        with torch.no_grad():
-            before.append((path, t, t._version, t.detach().clone(), t.shape, t.stride(), t.storage_offset()))
+    watch = InputWatch(list(inputs), "input", REPORT_WALK)
     outputs = fn(*inputs)
     aliases, pairs = aliasing_of(inputs, outputs)
-    mutated, bumped = [], []
-    for path, t, version, values, shape, stride, offset in before:
-        if t._version != version:
-            bumped.append(path)
-        if (t.shape, t.stride(), t.storage_offset()) != (shape, stride, offset) or not _same_values(t, values):
-            mutated.append(path)
-    return CallRecord(outputs, inputs, aliases, pairs, tuple(mutated), tuple(bumped))
-
-
-def _same_values(t: torch.Tensor, old: torch.Tensor) -> bool:
-    t = t.detach()
-    if t.shape != old.shape or t.dtype != old.dtype:
-        return False
-    if t.is_floating_point() or t.is_complex():
-        return bool(((t == old) | (torch.isnan(t) & torch.isnan(old))).all())
-    return torch.equal(t, old)
+    mutated, bumped = watch.changes()
+    return CallRecord(outputs, inputs, aliases, pairs, mutated, bumped)
 
 
 def compare_aliasing(eager: CallRecord, compiled: CallRecord) -> list[str]:

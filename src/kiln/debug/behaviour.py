@@ -17,9 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import torch
-
-from ._tree import tensor_leaves
+from ..comparison import REPORT_WALK, same_values, tensor_leaves
 from .accuracy import AccuracyReport, compare, fp64_copy
 from .aliasing import CallRecord, compare_aliasing, record_call
 
@@ -86,16 +84,7 @@ def check_same_behaviour(fn_eager: Callable, fn_compiled: Callable,
 
 
 def _check_deterministic(a: list, b: list) -> None:
-    left, right = list(tensor_leaves(a, "input")), list(tensor_leaves(b, "input"))
-    if len(left) != len(right) or not all(_same(x, y) for (_, x), (_, y) in zip(left, right)):
+    left, right = list(tensor_leaves(a, "input", REPORT_WALK)), list(tensor_leaves(b, "input", REPORT_WALK))
+    if len(left) != len(right) or not all(same_values(x, y) for (_, x), (_, y) in zip(left, right)):
         raise ValueError("make_inputs() returned different values on two calls; "
                          "seed it (e.g. torch.manual_seed) so both runs see the same inputs")
-
-
-def _same(x: torch.Tensor, y: torch.Tensor) -> bool:
-    if x.shape != y.shape or x.dtype != y.dtype:
-        return False
-    x, y = x.detach(), y.detach()
-    if x.is_floating_point() or x.is_complex():
-        return bool(((x == y) | (x.isnan() & y.isnan())).all())
-    return torch.equal(x, y)

@@ -26,7 +26,7 @@ import torch.utils._pytree as pytree
 from .. import api
 from ..backends.contract import declare_like
 from ..fx_ops import count_ops
-from ._tree import children
+from ..comparison import parts as children
 from .accuracy import fp64_copy
 from .graph_check import copy_graph_module, cotangent_loss, seeded
 from .inputs import InputSet
