@@ -185,12 +185,6 @@ def _wrap_module(tx, obj, source, guards):
     return tx.state.remember(obj, ModuleValue(obj, source))
 
 
-def _wrap_lru_cache(tx, obj, source, guards):
-    if guards is not None:
-        guards.identity(source, obj, "function")
-    return tx.state.remember(obj, CachedFunctionValue(obj, source, realize))
-
-
 def _is_tensor_method(obj) -> bool:
     return isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor) \
         and hasattr(torch.Tensor, obj.__name__)
@@ -214,22 +208,14 @@ def _is_c_callable(obj) -> bool:
     return isinstance(obj, _C_CALLABLE_TYPES) or type(obj).__name__ in ("OpOverloadPacket", "OpOverload")
 
 
-def _wrap_c_callable(tx, obj, source, guards):
-    if guards is not None:
-        guards.identity(source, obj, "function")
-    return wrap_c_callable(tx, obj, source)
-
-
-def _wrap_python_module(tx, obj, source, guards):
-    if guards is not None:
-        guards.identity(source, obj, "module")
-    return PythonModuleValue(obj, source)
-
-
-def _wrap_class(tx, obj, source, guards):
-    if guards is not None:
-        guards.identity(source, obj, "class")
-    return wrap_class(tx, obj, source)
+def _by_identity(kind: str, make):
+    """An object that is the same object on every call (a function, module, class):
+    guarded by identity (``kind`` names it in the guard), then made by ``make``."""
+    def wrap_identified(tx, obj, source, guards):
+        if guards is not None:
+            guards.identity(source, obj, kind)
+        return make(tx, obj, source)
+    return wrap_identified
 
 
 def _wrap_partial(tx, obj, source, guards):
@@ -273,11 +259,14 @@ _BY_KIND = [
     (lambda obj: _is_namedtuple_class(type(obj)) or _is_structseq_class(type(obj)), _wrap_tuple),
     (lambda obj: isinstance(obj, torch.nn.Module), _wrap_module),
     (lambda obj: isinstance(obj, types.FunctionType), lambda tx, obj, source, guards: _wrap_function(tx, obj, source)),
-    (lambda obj: isinstance(obj, functools._lru_cache_wrapper), _wrap_lru_cache),
+    (lambda obj: isinstance(obj, functools._lru_cache_wrapper),
+     _by_identity("function", lambda tx, obj, source: tx.state.remember(
+         obj, CachedFunctionValue(obj, source, realize)))),
     (_is_tensor_method, _wrap_tensor_method),
-    (_is_c_callable, _wrap_c_callable),
-    (lambda obj: isinstance(obj, types.ModuleType), _wrap_python_module),
-    (lambda obj: isinstance(obj, type), _wrap_class),
+    (_is_c_callable, _by_identity("function", wrap_c_callable)),
+    (lambda obj: isinstance(obj, types.ModuleType),
+     _by_identity("module", lambda tx, obj, source: PythonModuleValue(obj, source))),
+    (lambda obj: isinstance(obj, type), _by_identity("class", wrap_class)),
     (lambda obj: isinstance(obj, functools.partial), _wrap_partial),
     (lambda obj: isinstance(obj, types.MethodType), _wrap_bound_method),
     (lambda obj: type(obj) in CARRIED_ITERATOR_TYPES, _wrap_carried_iterator),
