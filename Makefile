@@ -36,7 +36,7 @@ chromium:
 	else echo "make chromium: no apt-get or not root; the report's browser tests will be skipped"; fi
 
 demo: $(STAMP)
-	$(VENV)/bin/kiln bench --suite quick
+	$(VENV)/bin/kiln bench --suite quick --frontend both
 
 test: $(STAMP) chromium
 	$(PY) -m pytest -n 2 -q
