@@ -229,15 +229,15 @@ def test_function_level_imports_say_why():
                         "dependency):\n" + "\n".join(silent))
 
 
-# What runs on every compiled call (kiln.runtime) may import only these Kiln modules, the
-# foundation, besides its own: nothing of the compile-time side (capture, backends, cache,
-# api, distributed, the tools), which passes in what a run-time object needs instead.
-RUNTIME_MAY_IMPORT = {"kiln.exc", "kiln.config", "kiln.metrics", "kiln.markers", "kiln.fx_ops", "kiln.trace"}
+# What runs on every compiled call (kiln.runtime) may import only the foundation line of
+# the layers, besides its own modules: nothing of the compile-time side (capture, backends,
+# cache, api, distributed, the tools), which passes in what a run-time object needs instead.
+# Derived from the layers block, so a module joining the foundation needs no second list.
+RUNTIME_MAY_IMPORT = {f"kiln.{e}" for e in dict(LAYERS)["foundation"]}
 
 
 def test_runtime_imports_only_the_foundation():
-    foundation = {f"kiln.{e}" for e in dict(LAYERS)["foundation"]}
-    assert RUNTIME_MAY_IMPORT == foundation, "the runtime's allowed imports are the foundation line of the layers"
+    assert {"kiln.exc", "kiln.config", "kiln.trace"} <= RUNTIME_MAY_IMPORT   # the line is read
     modules, edges = import_graph()
     runtime = [m for m in modules if m == "kiln.runtime" or m.startswith("kiln.runtime.")]
     assert "kiln.runtime.fallback" in runtime    # the check looks at the real package
