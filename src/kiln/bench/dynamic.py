@@ -29,16 +29,14 @@ MLP, images, Whisper's fixed-length features) vary only the batch size: the
 from __future__ import annotations
 
 import traceback
-from dataclasses import asdict
 from typing import Callable
 
 import torch
 
-from .. import trace
-from ..config import config
 from . import checks, frontends, registry
 from .results import EAGER_FAIL, FAIL_ACCURACY, FAIL_COMPILE, FAIL_RUN, PASS, SKIPPED, DynamicResult, RunOptions
-from .runner import SEED, _cast_inputs, _start_trace, build_model, describe, make_step, run_settings, seed_all
+from .runner import (SEED, _cast_inputs, _start_trace, build_model, describe, fill_stats, make_step, run_settings,
+                     seed_all, traced_row)
 
 #: sequence lengths of the series, at batch size 2 (changing up and down, repeats included)
 SEQ_LENGTHS = (8, 9, 12, 16, 5, 20, 24, 7, 31, 10, 14, 18)
@@ -94,15 +92,7 @@ def run_series(name: str, frontend_name: str, opts: RunOptions,
     With ``opts.trace_dir`` and the kiln frontend, the compiled series writes Kiln's
     trace (as ``runner.run_model`` does), ending with the row as a ``bench_result``.
     """
-    try:
-        res = _run_series(name, frontend_name, opts, on_phase, series)
-        if config.trace_dir:
-            trace.emit("bench_result", **asdict(res))
-        return res
-    finally:
-        if config.trace_dir:
-            config.trace_dir = ""
-            trace.close()
+    return traced_row(_run_series, name, frontend_name, opts, on_phase, series)
 
 
 def _run_series(name, frontend_name, opts, on_phase, series) -> DynamicResult:
@@ -180,10 +170,10 @@ def _run_series(name, frontend_name, opts, on_phase, series) -> DynamicResult:
         res.status = FAIL_COMPILE if fe.is_frontend_error(exc) else FAIL_RUN
         res.reason = f"call {len(outs) + 1} (seq {seq}, batch {batch}): {describe(exc)}"
         res.calls, res.limit_hits = len(outs), hits.count
-        _fill_stats(res, fe)
+        fill_stats(res, fe)
         return res
     res.calls, res.limit_hits = len(outs), hits.count
-    _fill_stats(res, fe)
+    fill_stats(res, fe)
     res.status = PASS
 
     # 5. accuracy of every call
@@ -209,14 +199,4 @@ def _run_series(name, frontend_name, opts, on_phase, series) -> DynamicResult:
             res.reason = f"{len(fails)}/{len(outs)} calls differ; first at " + fails[0]
     return res
 
-
-def _fill_stats(res: DynamicResult, fe) -> None:
-    try:
-        stats = fe.stats()
-    except Exception as exc:
-        traceback.print_exc()
-        res.top_breaks = f"(stats unavailable: {describe(exc, 100)})"
-        return
-    res.graphs, res.breaks, res.recompiles = stats["graphs"], stats["breaks"], stats["recompiles"]
-    res.top_breaks = stats["top_breaks"]
 

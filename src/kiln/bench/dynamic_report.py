@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
-from .report import _fmt, _status, group_rows
-from .results import FAIL_ACCURACY, PASS, SKIPPED, DynamicResult
+from .report import _fmt, _status, add_frontend_blocks, count_row
+from .results import FAIL_ACCURACY, PASS, DynamicResult
 
 #: rows whose series ran to the end (their counts and times cover every call)
 FINISHED = (PASS, FAIL_ACCURACY)
@@ -44,12 +44,7 @@ def summarize(rows: list[DynamicResult]) -> dict[str, DynamicSummary]:
     out: dict[str, DynamicSummary] = {}
     for r in rows:
         s = out.setdefault(r.frontend, DynamicSummary(r.frontend))
-        s.statuses[r.status] += 1
-        s.ran += r.status != SKIPPED
-        s.passed += r.status == PASS
-        s.graphs += r.graphs or 0
-        s.breaks += r.breaks or 0
-        s.recompiles += r.recompiles or 0
+        count_row(s, r)
         s.limit_hits += r.limit_hits or 0
         s.series_s += r.series_s or 0.0
         s.eager_series_s += r.eager_series_s or 0.0
@@ -57,7 +52,6 @@ def summarize(rows: list[DynamicResult]) -> dict[str, DynamicSummary]:
         if r.accuracy_fails is not None:
             s.accuracy_fails += r.accuracy_fails
             s.checked_calls += r.calls or 0
-        s.wall_s += r.wall_s or 0.0
     return out
 
 
@@ -70,29 +64,21 @@ def _accuracy(r: DynamicResult) -> str:
 def build_table(rows: list[DynamicResult], title: str = "kiln bench --dynamic"):
     """A rich Table: model, what the series varies, then one block per frontend."""
     frontends = list(dict.fromkeys(r.frontend for r in rows))
-    single = len(frontends) == 1
     table = Table(title=title, header_style="bold", show_lines=False)
     table.add_column("model", no_wrap=True)
     table.add_column("varies", no_wrap=True)
     table.add_column("shapes", justify="right", no_wrap=True)
     per_frontend = [("status", None), ("graphs", "right"), ("breaks", "right"), ("recomp", "right"),
                     ("limit", "right"), ("series s", "right"), ("eager s", "right"), ("acc", None)]
-    for fe in frontends:
-        for name, justify in per_frontend:
-            table.add_column(name if single else f"{fe}\n{name}", justify=justify or "left", no_wrap=True)
-    for label, group in group_rows(rows):
+    def lead(label, group):
         known = next((r for r in group.values() if r.varies), None)
-        cells = [label, known.varies if known else "-", _fmt(known.shapes if known else None, "d")]
-        for fe in frontends:
-            r = group.get(fe)
-            if r is None:
-                cells += ["-"] * len(per_frontend)
-                continue
-            cells += [_status(r), _fmt(r.graphs, "d"), _fmt(r.breaks, "d"), _fmt(r.recompiles, "d"),
-                      _fmt(r.limit_hits, "d"), _fmt(r.series_s, ".2f"), _fmt(r.eager_series_s, ".3f"),
-                      _accuracy(r)]
-        table.add_row(*cells)
-    return table
+        return [label, known.varies if known else "-", _fmt(known.shapes if known else None, "d")]
+
+    def cells(r):
+        return [_status(r), _fmt(r.graphs, "d"), _fmt(r.breaks, "d"), _fmt(r.recompiles, "d"),
+                _fmt(r.limit_hits, "d"), _fmt(r.series_s, ".2f"), _fmt(r.eager_series_s, ".3f"), _accuracy(r)]
+
+    return add_frontend_blocks(table, rows, frontends, per_frontend, lead, cells)
 
 
 def comparison_line(rows: list[DynamicResult], ours: str = "kiln", theirs: str = "torch") -> str | None:

@@ -46,20 +46,25 @@ def geomean(values) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def count_row(s, row) -> None:
+    """Add one row to the totals every summary keeps (the static and the dynamic one)."""
+    s.statuses[row.status] += 1
+    s.ran += row.status != SKIPPED
+    s.passed += row.status == PASS
+    s.graphs += row.graphs or 0
+    s.breaks += row.breaks or 0
+    s.recompiles += row.recompiles or 0
+    s.wall_s += row.wall_s or 0.0
+
+
 def summarize(rows: list[Result]) -> dict[str, Summary]:
     """Per-frontend totals, in the order the frontends first appear."""
     out: dict[str, Summary] = {}
     for row in rows:
         s = out.setdefault(row.frontend, Summary(row.frontend))
         s.total += 1
-        s.statuses[row.status] += 1
-        s.ran += row.status != SKIPPED
-        s.passed += row.status == PASS
-        s.graphs += row.graphs or 0
-        s.breaks += row.breaks or 0
-        s.recompiles += row.recompiles or 0
+        count_row(s, row)
         s.capture_s += row.capture_s or 0.0
-        s.wall_s += row.wall_s or 0.0
     for fe, s in out.items():
         mine = [r for r in rows if r.frontend == fe]
         speedups = [r.speedup for r in mine if r.status == PASS and r.speedup]
@@ -101,21 +106,30 @@ def build_table(rows: list[Result], title: str = "kiln bench"):
                     ("eager ms", "right"), ("ms", "right"), ("speedup", "right"), ("capture s", "right")]
     if single:
         per_frontend += [("1st call s", "right"), ("ovh µs", "right"), ("acc", None)]
+    def cells(r):
+        out = [_status(r), _fmt(r.graphs, "d"), _fmt(r.breaks, "d"), _fmt(r.recompiles, "d"),
+               _fmt(r.eager_ms, ".2f"), _fmt(r.compiled_ms, ".2f"), _fmt(r.speedup, ".2f", "x"),
+               _fmt(r.capture_s, ".2f")]
+        if single:
+            out += [_fmt(r.first_call_s, ".2f"), _fmt(r.overhead_us, ".1f"), r.accuracy or "-"]
+        return out
+
+    return add_frontend_blocks(table, rows, frontends, per_frontend, lambda label, group: [label], cells)
+
+
+def add_frontend_blocks(table, rows, frontends, per_frontend, lead_cells, frontend_cells):
+    """One block of ``per_frontend`` columns per frontend, and one row per model: its
+    ``lead_cells(label, group)`` then each frontend's ``frontend_cells(row)`` ("-" where
+    that frontend has no row)."""
+    single = len(frontends) == 1
     for fe in frontends:
         for name, justify in per_frontend:
             table.add_column(name if single else f"{fe}\n{name}", justify=justify or "left", no_wrap=True)
     for label, group in group_rows(rows):
-        cells = [label]
+        cells = lead_cells(label, group)
         for fe in frontends:
             r = group.get(fe)
-            if r is None:
-                cells += ["-"] * len(per_frontend)
-                continue
-            cells += [_status(r), _fmt(r.graphs, "d"), _fmt(r.breaks, "d"), _fmt(r.recompiles, "d"),
-                      _fmt(r.eager_ms, ".2f"), _fmt(r.compiled_ms, ".2f"), _fmt(r.speedup, ".2f", "x"),
-                      _fmt(r.capture_s, ".2f")]
-            if single:
-                cells += [_fmt(r.first_call_s, ".2f"), _fmt(r.overhead_us, ".1f"), r.accuracy or "-"]
+            cells += ["-"] * len(per_frontend) if r is None else frontend_cells(r)
         table.add_row(*cells)
     return table
 

@@ -51,8 +51,8 @@ class RunOptions:
 
 
 @dataclass
-class Result:
-    """One row of the report: one model under one frontend, mode, precision, device."""
+class RowKey:
+    """What names a row of either report: the model, the frontend and how it was run."""
 
     model: str
     frontend: str
@@ -61,6 +61,12 @@ class Result:
     precision: str
     device: str
     status: str = ""
+
+
+@dataclass
+class Result(RowKey):
+    """One row of the report: one model under one frontend, mode, precision, device."""
+
     reason: str = ""            # error message, skip reason or accuracy detail
     graphs: int | None = None
     breaks: int | None = None
@@ -89,20 +95,13 @@ COLUMNS = [f.name for f in fields(Result)]
 
 
 @dataclass
-class DynamicResult:
+class DynamicResult(RowKey):
     """One row of ``kiln bench --dynamic``: one model called over a series of input sizes.
 
     The model is compiled once and called at every size of the series (see
     ``bench.dynamic``); the counts are totals over the whole series.
     """
 
-    model: str
-    frontend: str
-    backend: str
-    mode: str
-    precision: str
-    device: str
-    status: str = ""
     reason: str = ""            # error message, skip reason, or the first call whose accuracy failed
     varies: str = ""            # what the series varies: "seq,batch" or "batch"
     calls: int | None = None    # compiled calls made (the series' length when all ran)

@@ -145,8 +145,14 @@ def run_model(name: str, frontend_name: str, opts: RunOptions,
     the end of timing) writes Kiln's trace, and the row itself is added to it as a
     ``bench_result`` record, for ``kiln bench --report``.
     """
+    return traced_row(_run_model, name, frontend_name, opts, on_phase)
+
+
+def traced_row(run, *args):
+    """``run(*args)``, whose row is added to Kiln's trace as a ``bench_result`` record when
+    the run wrote a trace (``_start_trace``); the trace is closed either way."""
     try:
-        res = _run_model(name, frontend_name, opts, on_phase)
+        res = run(*args)
         if config.trace_dir:
             trace.emit("bench_result", **asdict(res))
         return res
@@ -230,7 +236,7 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
         traceback.print_exc()
         res.status = FAIL_COMPILE if fe.is_frontend_error(exc) else FAIL_RUN
         res.reason = describe(exc)
-        _fill_stats(res, fe)
+        fill_stats(res, fe)
         return res
 
     # 5. steady state, eager and compiled interleaved
@@ -250,12 +256,12 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
     except _EagerBroke as broke:
         traceback.print_exception(broke.__cause__)
         res.status, res.reason = EAGER_FAIL, "eager failed after compiling: " + describe(broke.__cause__)
-        _fill_stats(res, fe)
+        fill_stats(res, fe)
         return res
     except Exception as exc:
         traceback.print_exc()
         res.status, res.reason = FAIL_RUN, describe(exc)
-        _fill_stats(res, fe)
+        fill_stats(res, fe)
         return res
 
     if opts.performance and not training:
@@ -267,7 +273,7 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
             probe_error = f"overhead measurement failed: {describe(exc)}"
 
     # 6. counts and accuracy
-    _fill_stats(res, fe)
+    fill_stats(res, fe)
     res.capture_s = max(res.first_call_s - eager_s, 0.0)
     if opts.performance:
         res.eager_ms, res.compiled_ms = eager_s * 1e3, compiled_s * 1e3
@@ -292,7 +298,8 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
     return res
 
 
-def _fill_stats(res: Result, fe) -> None:
+def fill_stats(res, fe) -> None:
+    """Copy the frontend's graph, break and recompile counts onto a result row (either kind)."""
     try:
         stats = fe.stats()
     except Exception as exc:

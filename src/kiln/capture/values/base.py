@@ -336,6 +336,24 @@ class Value:
         return self.as_constant()
 
 
+class ItemsValue(Value):
+    """A Value whose contents are a list of item Values (``self.items``): sequences made
+    or read in the frame, and module containers built in it, unpack, count and test
+    truth the same way."""
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def length(self, tx):
+        return len(self.items)
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def contents(self):
+        return list(self.items)
+
+
 class ConstantValue(Value):
     """An immutable Python value known at trace time (guarded if it has a source).
 

@@ -14,29 +14,17 @@ import operator
 import types
 
 from ...exc import Unsupported
-from .base import ConstantValue, Value, builtin_instance_attr, const, raise_python, sort_by_keys
+from .base import ConstantValue, ItemsValue, Value, builtin_instance_attr, const, raise_python, sort_by_keys
 from .keys import TracedKey, key_of, set_items  # noqa: F401  (re-exported: containers' users key by them)
 
 
-class SequenceValue(Value):
+class SequenceValue(ItemsValue):
     mutable = False
     dirty = False   # set on any mutation: the symbolic contents no longer match .real
 
     def __init__(self, items, source=None):
         self.items = list(items)
         self.source = source
-
-    def unpack(self, tx):
-        return list(self.items)
-
-    def length(self, tx):
-        return len(self.items)
-
-    def truth(self, tx):
-        return bool(self.items)
-
-    def contents(self):
-        return list(self.items)
 
     def is_constant(self):
         return all(i.is_constant() for i in self.items)

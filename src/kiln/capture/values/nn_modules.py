@@ -15,7 +15,7 @@ import torch
 from ...exc import Unsupported
 from ..sources import param_source
 from .attributes import lookup_class_attr
-from .base import Value, const, raise_python
+from .base import ItemsValue, const, raise_python
 from .containers import BoundContainerMethod
 from .iterators import IteratorValue
 from .objects import ObjectValue
@@ -165,7 +165,7 @@ def build_stateless_torch_module(cls, args: tuple, kwargs: dict):
     return mod
 
 
-class NewModuleListValue(Value):
+class NewModuleListValue(ItemsValue):
     """An ``nn.ModuleList`` / ``nn.Sequential`` built in the frame from modules that exist
     (``self.layers[:n]``: ModuleList slicing builds a new container of the same modules).
 
@@ -183,18 +183,6 @@ class NewModuleListValue(Value):
 
     def describe(self):
         return f"new {self.cls.__name__} of {len(self.items)} modules"
-
-    def unpack(self, tx):
-        return list(self.items)
-
-    def length(self, tx):
-        return len(self.items)
-
-    def truth(self, tx):
-        return bool(self.items)
-
-    def contents(self):
-        return list(self.items)
 
     def getitem(self, tx, key):
         k = key.as_constant()
