@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
-from .report import _fmt, _status, add_frontend_blocks, count_row
+from .report import _fmt, _status, add_frontend_blocks, break_lines, count_row
 from .results import FAIL_ACCURACY, PASS, DynamicResult
 
 #: rows whose series ran to the end (their counts and times cover every call)
@@ -115,9 +115,4 @@ def summary_lines(rows: list[DynamicResult]) -> list[str]:
     if problems:
         lines += ["", "not passing:"]
         lines += [f"  {r.model} [{r.frontend}] {r.status}: {r.reason}" for r in problems]
-    for fe in dict.fromkeys(r.frontend for r in rows):
-        broken = [r for r in rows if r.frontend == fe and r.top_breaks]
-        if broken:
-            lines += ["", f"top graph-break reasons [{fe}]:"]
-            lines += [f"  {r.model}: {r.top_breaks}" for r in broken]
-    return lines
+    return lines + break_lines(rows)

@@ -169,6 +169,12 @@ def summary_lines(rows: list[Result]) -> list[str]:
     if unchecked:
         lines.append("")
         lines.append(f"accuracy not checked for {len(unchecked)} passing row(s): {unchecked[0].reason}")
+    return lines + break_lines(rows)
+
+
+def break_lines(rows) -> list[str]:
+    """Each frontend's most frequent graph-break reasons, per model that broke."""
+    lines = []
     for fe in dict.fromkeys(r.frontend for r in rows):
         broken = [r for r in rows if r.frontend == fe and r.top_breaks]
         if broken:
