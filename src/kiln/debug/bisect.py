@@ -4,8 +4,10 @@ Where :func:`kiln.debug.minify` judges graphs one at a time on their recorded in
 bisection judges only the end-to-end result, so it also finds bugs that need the real
 surroundings of a graph.  Every probe re-runs ``fn`` under Kiln from scratch with a
 backend that sends some graphs (or some nodes) to the user's backend and everything
-else to eager, and compares the result with eager against the float64 reference (or,
-with ``accuracy=False``, only asks whether the backend raised).
+else to eager, and compares the result with eager (:func:`~kiln.debug.record.compare_runs`):
+values against the float64 reference, which outputs share memory with which arguments
+and with each other, and which arguments were changed in place (or, with
+``accuracy=False``, it only asks whether the backend raised).
 
 1. graphs: the smallest ``k`` such that compiling graphs ``0..k-1`` (capture order) with
    the backend and the rest eagerly fails (binary search); graph ``k-1`` is the culprit.
@@ -33,8 +35,7 @@ from ..backends import lookup
 from ..backends._aot import GradSpecialized, boxed, tuple_output_graph
 from ..backends.contract import declare_like
 from ..fx_ops import op_nodes
-from .accuracy import compare
-from .record import ArgTemplate, RecordingBackend, run_end_to_end
+from .record import ArgTemplate, RecordingBackend, compare_runs, run_end_to_end
 
 __all__ = ["BisectResult", "bisect", "aot_eager_inductor_decompositions"]
 
@@ -98,10 +99,10 @@ class _Prober:
                 return True, recorder
         if not self.accuracy:
             return False, recorder
-        report = compare(self.expected, actual, self.reference, name="result")
-        if not report.ok:
-            self.last_reason = report.failures[0]
-        return not report.ok, recorder
+        found = compare_runs(self.expected, actual, self.reference)
+        if not found.ok:
+            self.last_reason = found.failures[0]
+        return not found.ok, recorder
 
 
 def bisect(fn: Callable, args: tuple, kwargs: dict | None = None, *, backend: Any, accuracy: bool = True,

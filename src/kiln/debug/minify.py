@@ -8,7 +8,10 @@ Steps:
 2. decide whether anything fails: a backend exception on any graph (Kiln itself would
    have fallen back to eager and hidden it), or, with ``accuracy=True``, an output, a
    mutated argument or (``training=True``) a gradient further from the reference than
-   eager's own error.  If nothing fails, say so and write nothing;
+   eager's own error, or an output that shares memory with other arguments or outputs
+   than in eager, or an argument changed in place (or its version counter moved) where
+   eager's was not, or the reverse (:func:`~kiln.debug.record.compare_runs`).  If nothing
+   fails, say so and write nothing;
 3. find the first graph, in capture order, that fails on its own recorded inputs
    (:func:`~kiln.debug.graph_check.check_graph`);
 4. shrink it (:mod:`kiln.debug.delta`) and write a repro script
@@ -29,10 +32,9 @@ import torch
 
 from ..backends import lookup
 from ..fx_ops import count_ops
-from .accuracy import compare
 from .delta import GraphCase, shrink
 from .graph_check import Failure, check_graph
-from .record import ArgTemplate, GraphRecord, RecordingBackend, run_end_to_end
+from .record import ArgTemplate, GraphRecord, RecordingBackend, compare_runs, run_end_to_end
 from .repro import load_repro, render_repro, trace_repro
 
 __all__ = ["MinifyResult", "minify", "find_failure", "minify_graph"]
@@ -109,17 +111,18 @@ def find_failure(fn: Callable, args: tuple, kwargs: dict | None, *, backend: Any
         reference = run_end_to_end(fn, template, backend=None, training=training, float64=True)
     except Exception:
         reference = None
-    report = compare(expected, compiled, reference, name="result")
-    if report.ok:
+    found = compare_runs(expected, compiled, reference)
+    report = found.values
+    if found.ok:
         return FoundFailure(None, None, f"nothing fails: {graphs} graph(s), every result within eager's noise "
-                                        f"({report.worst})" if report.worst else
+                                        f"({report.worst}), aliasing and mutation as in eager" if report.worst else
                             f"nothing fails: {graphs} graph(s)", graphs)
     for record in recorder.graphs:
         say(f"checking graph {record.index} of {graphs} ({record.ops} ops) on its recorded inputs")
         verdict = check_graph(record.gm, record.inputs, backend_fn, accuracy=True, training=training)
         if verdict.failure is not None:
             return FoundFailure(record, verdict.failure, f"graph {record.index}: {verdict.failure.reason}", graphs)
-    first = report.failures[0] if report.failures else str(report)
+    first = found.failures[0] if found.failures else str(report)
     return FoundFailure(None, None, f"the end-to-end result is wrong ({first}) but no graph is wrong on its own "
                                     f"recorded inputs: the problem is between graphs (glue, guards, breaks)", graphs)
 
