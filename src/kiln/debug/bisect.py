@@ -9,9 +9,10 @@ values against the float64 reference, which outputs share memory with which argu
 and with each other, and which arguments were changed in place (or, with
 ``accuracy=False``, it only asks whether the backend raised).
 
-1. graphs: the smallest ``k`` such that compiling graphs ``0..k-1`` (capture order) with
-   the backend and the rest eagerly fails (binary search); graph ``k-1`` is the culprit.
-   It is then tried alone (every other graph eager), which the summary reports.
+1. graphs: the smallest ``k`` such that compiling the first ``k`` graphs (capture order)
+   with the backend and the rest eagerly fails (binary search); graph ``k`` (counting from
+   1, as every message does) is the culprit.  It is then tried alone (every other graph
+   eager), which the summary reports.
 2. nodes: inside that graph, the smallest ``j`` such that compiling the first ``j`` call
    nodes with the backend and running the rest of the graph eagerly fails; node
    ``j-1`` is the culprit, then tried alone (prefix and suffix eager).  The graph is
@@ -42,7 +43,10 @@ __all__ = ["BisectResult", "bisect", "aot_eager_inductor_decompositions"]
 
 @dataclass
 class BisectResult:
-    """What :func:`bisect` found; ``graph_index`` is None when nothing fails."""
+    """What :func:`bisect` found; ``graph_index`` is None when nothing fails.
+
+    ``graph_index`` counts from 0 (an index into capture order); every message counts
+    graphs from 1, as ``kiln explain`` and ``kiln report`` do (graph ``graph_index + 1``)."""
 
     summary: str
     graph_index: int | None = None
@@ -95,7 +99,7 @@ class _Prober:
         for record in recorder.graphs:
             error = record.compile_error or record.call_error
             if error is not None:
-                self.last_reason = f"graph {record.index}: the backend raised {type(error).__name__}: {error}"
+                self.last_reason = f"graph {record.index + 1}: the backend raised {type(error).__name__}: {error}"
                 return True, recorder
         if not self.accuracy:
             return False, recorder
@@ -132,14 +136,14 @@ def bisect(fn: Callable, args: tuple, kwargs: dict | None = None, *, backend: An
     lo, hi = 1, n
     while lo < hi:
         mid = (lo + hi) // 2
-        say(f"graphs 0..{mid - 1} compiled, the rest eager")
+        say(f"graphs 1..{mid} compiled, the rest eager")
         if prober.fails(lambda i, gm, mid=mid: backend_fn if i < mid else _eager)[0]:
             hi = mid
         else:
             lo = mid + 1
     g = hi - 1
     result.graph_index = g
-    say(f"graph {g} alone")
+    say(f"graph {g + 1} alone")
     result.graph_alone = prober.fails(lambda i, gm: backend_fn if i == g else _eager)[0]
     only_g = not result.graph_alone
     node_index, nodes = _bisect_nodes(prober, backend_fn, g, only_g, say)
@@ -164,7 +168,7 @@ def _bisect_nodes(prober: _Prober, backend_fn: Callable, g: int, others_compiled
     lo, hi = 1, len(nodes)
     while lo < hi:
         mid = (lo + hi) // 2
-        say(f"graph {g}: first {mid} of {len(nodes)} nodes compiled, the rest eager")
+        say(f"graph {g + 1}: first {mid} of {len(nodes)} nodes compiled, the rest eager")
         if prober.fails(_choose_range(backend_fn, g, 0, mid, others_compiled))[0]:
             hi = mid
         else:
@@ -265,7 +269,7 @@ def _describe_node(node: torch.fx.Node) -> str:
 
 
 def _summary(r: BisectResult, reason: str) -> str:
-    parts = [f"graph {r.graph_index} of {r.graphs} first breaks the result"
+    parts = [f"graph {r.graph_index + 1} of {r.graphs} first breaks the result"
              + ("" if r.graph_alone else " (only together with the graphs before it)")]
     if r.op is not None:
         parts.append(f"node `{r.node}` ({r.op})" + ("" if r.node_alone else
