@@ -167,6 +167,8 @@ def _compile_callable(fn, compiler: Compiler, fullgraph):
         params = fn.cache_parameters()
         inner = _compile_callable(fn.__wrapped__, compiler, fullgraph)
         return functools.lru_cache(maxsize=params["maxsize"], typed=params["typed"])(inner)
+    if isinstance(fn, type):    # a class: its call constructs, which is not what the user means
+        raise TypeError(f"kiln.compile got the class {fn.__qualname__}; pass an instance: kiln.compile({fn.__name__}(...))")
     if not callable(fn):
         raise TypeError(f"kiln.compile expects a function, method or nn.Module, got {type(fn).__name__}")
     call = getattr(type(fn), "__call__", None)

@@ -10,7 +10,9 @@ turns the structured trace on), and
 """
 from __future__ import annotations
 
+import difflib
 import os
+import warnings
 from dataclasses import dataclass, field, fields
 
 LOG_KINDS = ("graph", "guards", "code", "breaks", "recompiles", "bytecode")
@@ -91,6 +93,21 @@ def _parse_logs(value) -> frozenset:
     return value
 
 
+def _known_logs(raw: str) -> frozenset:
+    """The log kinds of ``KILN_LOGS`` that exist.  A misspelt one is a one-line warning
+    and is left out: a typo in the environment must not stop ``import kiln`` (assigning
+    ``kiln.config.logs`` in code still raises)."""
+    kinds = [v.strip() for v in raw.split(",") if v.strip()]
+    for kind in kinds:
+        if kind not in LOG_KINDS:
+            close = difflib.get_close_matches(kind, LOG_KINDS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            # no source line to show: the mistake is in the environment, not in a file
+            warnings.warn_explicit(f"unknown log kind {kind!r} ignored; {hint}valid kinds: {', '.join(LOG_KINDS)}",
+                                   UserWarning, filename="KILN_LOGS", lineno=0)
+    return frozenset(k for k in kinds if k in LOG_KINDS)
+
+
 def _from_environment(cfg: Config) -> Config:
     for f in fields(Config):
         raw = os.environ.get(f"KILN_{f.name.upper()}")
@@ -99,7 +116,7 @@ def _from_environment(cfg: Config) -> Config:
         if raw is None:
             continue
         if f.name == "logs":
-            cfg.logs = raw
+            cfg.logs = _known_logs(raw)
         elif isinstance(getattr(cfg, f.name), bool):
             cfg.__setattr__(f.name, raw.strip().lower() in ("1", "true", "yes", "on"))
         elif isinstance(getattr(cfg, f.name), int):

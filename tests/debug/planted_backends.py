@@ -117,3 +117,53 @@ def returns_copies(gm, example_inputs):
 # it claims to run graphs as they are (backends/contract.py), so Kiln hands it every graph,
 # the one before a training step's backward too (an undeclared backend would not get it)
 returns_copies.runs_graph_as_is = True
+
+
+def mutates_behind_autograd(gm, example_inputs):
+    """Values right, autograd misled: the graph runs on private copies of its inputs, which
+    are written back through ``.data``, so an input the graph changes in place has the new
+    values but an unmoved version counter (autograd cannot see the change)."""
+    def run(*args):
+        private = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+        out = gm(*private)
+        for real, mine in zip(args, private):
+            if isinstance(real, torch.Tensor) and not torch.equal(real, mine):
+                real.data.copy_(mine)
+        return out
+    return run
+
+
+def borrows_input_buffers(gm, example_inputs):
+    """Values right, a mutation added: after running the graph it uses each floating input's
+    buffer as scratch space and puts the values back, so inputs eager leaves alone have
+    their version counters bumped (autograd then reports a spurious in-place change)."""
+    def run(*args):
+        out = gm(*args)
+        with torch.no_grad():
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.is_floating_point():
+                    saved = a.clone()
+                    a.zero_()
+                    a.copy_(saved)
+        return out
+    return run
+
+
+borrows_input_buffers.runs_graph_as_is = True
+
+
+def merges_equal_outputs(gm, example_inputs):
+    """Values right, aliasing wrong: an output equal to an earlier one (same values and
+    layout) is returned as that earlier tensor, so outputs eager computes separately share
+    memory (writing into one changes the other)."""
+    def run(*args):
+        out = list(gm(*args))
+        for i, o in enumerate(out):
+            for earlier in out[:i]:
+                if (isinstance(o, torch.Tensor) and isinstance(earlier, torch.Tensor) and o is not earlier
+                        and o.shape == earlier.shape and o.dtype == earlier.dtype
+                        and o.stride() == earlier.stride() and torch.equal(o, earlier)):
+                    out[i] = earlier
+                    break
+        return tuple(out)
+    return run

@@ -13,17 +13,17 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 def five_graphs(x, w):
-    x = torch.tanh(x @ w) + 1           # graph 0
+    x = torch.tanh(x @ w) + 1           # graph 1 (graph_index 0)
     kiln.graph_break()
-    x = torch.sigmoid(x) * x            # graph 1
+    x = torch.sigmoid(x) * x            # graph 2
     kiln.graph_break()
-    x = x.relu() + x.sin()              # graph 2: the first cos
+    x = x.relu() + x.sin()              # graph 3: the first cos
     y = x.cos() * 2
     x = (y - x).exp()
     kiln.graph_break()
-    x = x.sum(0) + torch.cos(x).mean()  # graph 3: cos again
+    x = x.sum(0) + torch.cos(x).mean()  # graph 4: cos again
     kiln.graph_break()
-    return x * 3                        # graph 4
+    return x * 3                        # graph 5
 
 
 def args():
@@ -37,7 +37,7 @@ def test_bisect_finds_graph_and_op():
     assert result.graph_index == 2
     assert result.op == "cos"
     assert result.graph_alone and result.node_alone
-    assert "graph 2 of 5" in result.summary and "cos" in result.summary
+    assert "graph 3 of 5" in result.summary and "cos" in result.summary
 
 
 def test_bisect_crash_without_accuracy():

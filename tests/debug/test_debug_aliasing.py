@@ -42,7 +42,7 @@ def test_copy_where_eager_returns_a_view_is_reported():
     report = check_same_behaviour(eager, compiled, make, fn_fp64=eager)
     assert report.outputs.ok            # the values are right ...
     assert not report.ok                # ... but the aliasing is not
-    assert report.aliasing == ["output[0] aliases input[0] in eager but no input when compiled"]
+    assert report.aliasing == ["output[0] shares memory with input[0] in eager but with no input when compiled"]
     assert "aliasing" in str(report)
 
 

@@ -2,7 +2,8 @@
 
 Every case checks the minimized size, that the culprit op is in the repro, and runs the
 repro alone in a subprocess (must fail: exit 1) and with ``--backend eager`` (must pass:
-exit 0), from a directory where nothing but the script is, without PYTHONPATH."""
+exit 0), from a directory where nothing but the script is, with nothing on PYTHONPATH but
+the kiln under test."""
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 import pytest
 import torch
 
+import kiln
 from kiln.debug import minify
 from tests.debug import planted_backends as planted
 
@@ -20,7 +22,10 @@ TIME_LIMIT_S = 180   # the issue's bound on one minification on this (2-core) ma
 
 
 def run_repro(path, *flags):
+    # nothing on the path but the kiln under test (not the repository: the script must
+    # find its backend itself)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(kiln.__file__))
     proc = subprocess.run([sys.executable, path, *flags], capture_output=True, text=True, timeout=300,
                           cwd=os.path.dirname(path), env=env)
     return proc.returncode, proc.stdout + proc.stderr

@@ -4,12 +4,15 @@ Where :func:`kiln.debug.minify` judges graphs one at a time on their recorded in
 bisection judges only the end-to-end result, so it also finds bugs that need the real
 surroundings of a graph.  Every probe re-runs ``fn`` under Kiln from scratch with a
 backend that sends some graphs (or some nodes) to the user's backend and everything
-else to eager, and compares the result with eager against the float64 reference (or,
-with ``accuracy=False``, only asks whether the backend raised).
+else to eager, and compares the result with eager (:func:`~kiln.debug.record.compare_runs`):
+values against the float64 reference, which outputs share memory with which arguments
+and with each other, and which arguments were changed in place (or, with
+``accuracy=False``, it only asks whether the backend raised).
 
-1. graphs: the smallest ``k`` such that compiling graphs ``0..k-1`` (capture order) with
-   the backend and the rest eagerly fails (binary search); graph ``k-1`` is the culprit.
-   It is then tried alone (every other graph eager), which the summary reports.
+1. graphs: the smallest ``k`` such that compiling the first ``k`` graphs (capture order)
+   with the backend and the rest eagerly fails (binary search); graph ``k`` (counting from
+   1, as every message does) is the culprit.  It is then tried alone (every other graph
+   eager), which the summary reports.
 2. nodes: inside that graph, the smallest ``j`` such that compiling the first ``j`` call
    nodes with the backend and running the rest of the graph eagerly fails; node
    ``j-1`` is the culprit, then tried alone (prefix and suffix eager).  The graph is
@@ -33,15 +36,17 @@ from ..backends import lookup
 from ..backends._aot import GradSpecialized, boxed, tuple_output_graph
 from ..backends.contract import declare_like
 from ..fx_ops import op_nodes
-from .accuracy import compare
-from .record import ArgTemplate, RecordingBackend, run_end_to_end
+from .record import ArgTemplate, RecordingBackend, compare_runs, run_end_to_end
 
 __all__ = ["BisectResult", "bisect", "aot_eager_inductor_decompositions"]
 
 
 @dataclass
 class BisectResult:
-    """What :func:`bisect` found; ``graph_index`` is None when nothing fails."""
+    """What :func:`bisect` found; ``graph_index`` is None when nothing fails.
+
+    ``graph_index`` counts from 0 (an index into capture order); every message counts
+    graphs from 1, as ``kiln explain`` and ``kiln report`` do (graph ``graph_index + 1``)."""
 
     summary: str
     graph_index: int | None = None
@@ -94,14 +99,14 @@ class _Prober:
         for record in recorder.graphs:
             error = record.compile_error or record.call_error
             if error is not None:
-                self.last_reason = f"graph {record.index}: the backend raised {type(error).__name__}: {error}"
+                self.last_reason = f"graph {record.index + 1}: the backend raised {type(error).__name__}: {error}"
                 return True, recorder
         if not self.accuracy:
             return False, recorder
-        report = compare(self.expected, actual, self.reference, name="result")
-        if not report.ok:
-            self.last_reason = report.failures[0]
-        return not report.ok, recorder
+        found = compare_runs(self.expected, actual, self.reference)
+        if not found.ok:
+            self.last_reason = found.failures[0]
+        return not found.ok, recorder
 
 
 def bisect(fn: Callable, args: tuple, kwargs: dict | None = None, *, backend: Any, accuracy: bool = True,
@@ -131,14 +136,14 @@ def bisect(fn: Callable, args: tuple, kwargs: dict | None = None, *, backend: An
     lo, hi = 1, n
     while lo < hi:
         mid = (lo + hi) // 2
-        say(f"graphs 0..{mid - 1} compiled, the rest eager")
+        say(f"graphs 1..{mid} compiled, the rest eager")
         if prober.fails(lambda i, gm, mid=mid: backend_fn if i < mid else _eager)[0]:
             hi = mid
         else:
             lo = mid + 1
     g = hi - 1
     result.graph_index = g
-    say(f"graph {g} alone")
+    say(f"graph {g + 1} alone")
     result.graph_alone = prober.fails(lambda i, gm: backend_fn if i == g else _eager)[0]
     only_g = not result.graph_alone
     node_index, nodes = _bisect_nodes(prober, backend_fn, g, only_g, say)
@@ -163,7 +168,7 @@ def _bisect_nodes(prober: _Prober, backend_fn: Callable, g: int, others_compiled
     lo, hi = 1, len(nodes)
     while lo < hi:
         mid = (lo + hi) // 2
-        say(f"graph {g}: first {mid} of {len(nodes)} nodes compiled, the rest eager")
+        say(f"graph {g + 1}: first {mid} of {len(nodes)} nodes compiled, the rest eager")
         if prober.fails(_choose_range(backend_fn, g, 0, mid, others_compiled))[0]:
             hi = mid
         else:
@@ -264,7 +269,7 @@ def _describe_node(node: torch.fx.Node) -> str:
 
 
 def _summary(r: BisectResult, reason: str) -> str:
-    parts = [f"graph {r.graph_index} of {r.graphs} first breaks the result"
+    parts = [f"graph {r.graph_index + 1} of {r.graphs} first breaks the result"
              + ("" if r.graph_alone else " (only together with the graphs before it)")]
     if r.op is not None:
         parts.append(f"node `{r.node}` ({r.op})" + ("" if r.node_alone else

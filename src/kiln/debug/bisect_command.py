@@ -28,7 +28,7 @@ def run(args) -> int:
                         training=args.training, progress=step)
     print(result)
     if result.graph_index is not None:
-        print(f"graph: {result.graph_index} of {result.graphs}")
+        print(f"graph: {result.graph_index + 1} of {result.graphs}")
         print(f"op:    {result.op}  ({result.node})")
     if result.stages:
         print("stages: " + ", ".join(f"{name} {'FAILS' if failing else 'ok'}" for name, failing in result.stages))

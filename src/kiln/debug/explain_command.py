@@ -18,16 +18,18 @@ HELP = "explain what Kiln captures for a function: graphs, graph breaks, guards"
 def add_arguments(parser) -> None:
     parser.add_argument("target", metavar="SCRIPT.py:NAME",
                         help=f"a script and the function or module in it. {script_target.INPUTS_HELP}")
-    parser.add_argument("--backend", default="eager", help="backend to compile with (default: eager)")
+    parser.add_argument("--backend", default="eager",
+                        help="backend to compile with: a registered name or module:attr (default: eager)")
     parser.add_argument("--guards", action="store_true", help="also print each entry's guard function")
 
 
 def run(args) -> int:
     try:
+        backend = script_target.resolve_backend(args.backend)
         target = script_target.load(args.target, run_name="__kiln_explain__")
     except script_target.TargetError as e:
         raise UsageError(str(e)) from None
-    report = explain(target.obj, backend=args.backend)(*target.args, **target.kwargs)
+    report = explain(target.obj, backend=backend)(*target.args, **target.kwargs)
     print(report)
     if args.guards:
         for e in report.entries:

@@ -6,10 +6,16 @@ each graph input as an independent tensor, while in the real run two inputs were
 of one buffer and the graph wrote into one of them.  A bug that needs aliasing vanishes
 the moment the aliasing does.  So an :class:`InputSet` keeps, per input:
 
-* dtype, shape, stride, storage offset, ``requires_grad`` and whether it was a leaf;
+* dtype, shape, stride, storage offset, ``requires_grad``, whether it was a leaf and
+  whether it was a view;
 * which *storage* it lives in: inputs that shared memory are rebuilt as views
   (``as_strided``) of one new buffer, so an in-place write through one is seen by the
   others, as in the real run;
+* and an input that was no view, and was all of its buffer, is rebuilt as such a tensor
+  (not as a view of a flat buffer).  Whether an argument is a view changes what the
+  program does with it: Kiln's glue rebuilds an output that is a view of an input view
+  on that input (``runtime.outputs.view_of_detached``), which would hide a backend that
+  returns a copy where eager returns a view of a plain tensor argument (issue #30).
 * the storage's values (so integer ids, masks and the exact floats survive), or a seed
   for random values when the values were unknown (fake tensors) or too large to keep.
 
@@ -67,6 +73,8 @@ class TensorInput:
     requires_grad: bool = False
     is_leaf: bool = True
     name: str = ""
+    #: it was a view (of a buffer passed in or not); False: the buffer's own tensor
+    is_view: bool = False
 
     def covers(self, storage: StorageSpec) -> bool:
         """True if this input is its whole storage, contiguous, from offset 0."""
@@ -111,7 +119,7 @@ class InputSet:
                 if key is not None:
                     by_storage[key] = index
             result.inputs.append(TensorInput(index, tuple(v.shape), tuple(v.stride()), v.storage_offset(),
-                                             v.dtype, v.requires_grad, v.is_leaf, name))
+                                             v.dtype, v.requires_grad, v.is_leaf, name, v._is_view()))
         return result
 
     def subset(self, positions: Sequence[int]) -> "InputSet":
@@ -151,25 +159,34 @@ class InputSet:
         if independent:
             return self._build_independent(float64)
         bases: list[torch.Tensor | None] = []
+        owners: list[TensorInput | None] = []
         leaves: list[torch.Tensor] = []
         for k, storage in enumerate(self.storages):
             members = [s for s in self.inputs if isinstance(s, TensorInput) and s.storage == k]
+            owner = _owner(members, storage)
             data = _convert(storage.make(), float64)
+            if owner is not None:   # the buffer's own tensor: its shape and layout, no view
+                data = torch.empty(0, dtype=data.dtype).set_(data.untyped_storage(), 0, owner.shape, owner.stride)
             if any(m.requires_grad for m in members):
                 whole_leaf = len(members) == 1 and members[0].is_leaf and members[0].covers(storage)
-                if whole_leaf:   # the input itself is the leaf (a parameter), with its own shape
+                if owner is not None and owner.is_leaf and owner.requires_grad:
+                    whole_leaf = True   # a parameter (views of it are views of the leaf)
+                elif whole_leaf and owner is None:   # the input itself is the leaf, with its own shape
                     data = data.view(members[0].shape)
                 leaf = data.requires_grad_(True)
                 leaves.append(leaf)
-                data = leaf if whole_leaf else leaf.clone()
+                data = leaf if whole_leaf else leaf.clone()   # clone keeps the owner's layout
             bases.append(data)
+            owners.append(owner)
         out: list[Any] = []
         for spec in self.inputs:
             if isinstance(spec, ValueInput):
                 out.append(spec.value)
                 continue
             base = bases[spec.storage]
-            if spec.covers(self.storages[spec.storage]):
+            if spec is owners[spec.storage]:
+                out.append(base)
+            elif owners[spec.storage] is None and spec.covers(self.storages[spec.storage]):
                 out.append(base.view(spec.shape) if tuple(base.shape) != tuple(spec.shape) else base)
             else:
                 out.append(base.as_strided(spec.shape, spec.stride, spec.offset))
@@ -234,7 +251,8 @@ class InputSet:
             else:
                 lines.append(f"        TensorInput(storage={spec.storage}, shape={tuple(spec.shape)!r}, "
                              f"stride={tuple(spec.stride)!r}, offset={spec.offset}, dtype={_dtype_src(spec.dtype)}, "
-                             f"requires_grad={spec.requires_grad}, is_leaf={spec.is_leaf}, name={spec.name!r}),")
+                             f"requires_grad={spec.requires_grad}, is_leaf={spec.is_leaf}, name={spec.name!r}, "
+                             f"is_view={spec.is_view}),")
         lines.append("    ],")
         lines.append(")")
         return "\n".join(lines)
@@ -278,6 +296,25 @@ def _convert(t: torch.Tensor, float64: bool) -> torch.Tensor:
     if float64 and t.is_complex():
         return t.to(torch.complex128)
     return t
+
+
+def _owner(members: list[TensorInput], storage: StorageSpec) -> TensorInput | None:
+    """The member that is the buffer's own tensor: no view, from offset 0, its elements
+    exactly the buffer's (dense, no overlap, in any order of dimensions); None if none is."""
+    for m in members:
+        if not m.is_view and m.offset == 0 and _dense(m.shape, m.stride) == storage.numel and storage.numel > 0:
+            return m
+    return None
+
+
+def _dense(shape: Sequence[int], stride: Sequence[int]) -> int | None:
+    """The number of elements of a layout whose elements fill ``0..n-1`` once each, else None."""
+    acc = 1
+    for size, st in sorted(((s, st) for s, st in zip(shape, stride) if s != 1), key=lambda p: p[1]):
+        if st != acc:
+            return None
+        acc *= size
+    return acc if all(s > 0 for s in shape) else None
 
 
 def _contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:

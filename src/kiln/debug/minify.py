@@ -8,7 +8,10 @@ Steps:
 2. decide whether anything fails: a backend exception on any graph (Kiln itself would
    have fallen back to eager and hidden it), or, with ``accuracy=True``, an output, a
    mutated argument or (``training=True``) a gradient further from the reference than
-   eager's own error.  If nothing fails, say so and write nothing;
+   eager's own error, or an output that shares memory with other arguments or outputs
+   than in eager, or an argument changed in place (or its version counter moved) where
+   eager's was not, or the reverse (:func:`~kiln.debug.record.compare_runs`).  If nothing
+   fails, say so and write nothing;
 3. find the first graph, in capture order, that fails on its own recorded inputs
    (:func:`~kiln.debug.graph_check.check_graph`);
 4. shrink it (:mod:`kiln.debug.delta`) and write a repro script
@@ -29,10 +32,9 @@ import torch
 
 from ..backends import lookup
 from ..fx_ops import count_ops
-from .accuracy import compare
 from .delta import GraphCase, shrink
 from .graph_check import Failure, check_graph
-from .record import ArgTemplate, GraphRecord, RecordingBackend, run_end_to_end
+from .record import ArgTemplate, GraphRecord, RecordingBackend, compare_runs, run_end_to_end
 from .repro import load_repro, render_repro, trace_repro
 
 __all__ = ["MinifyResult", "minify", "find_failure", "minify_graph"]
@@ -40,7 +42,8 @@ __all__ = ["MinifyResult", "minify", "find_failure", "minify_graph"]
 
 @dataclass
 class MinifyResult:
-    """What :func:`minify` found.  ``path`` is None when nothing failed or nothing was written."""
+    """What :func:`minify` found.  ``path`` is None when nothing failed or nothing was written.
+    ``graph_index`` counts from 0; messages and file names count graphs from 1."""
 
     path: str | None
     reason: str
@@ -57,7 +60,7 @@ class MinifyResult:
     def __str__(self) -> str:
         if self.path is None:
             return f"minify: {self.reason}"
-        lines = [f"minify: graph {self.graph_index} of {self.graphs} fails: {self.reason}",
+        lines = [f"minify: graph {self.graph_index + 1} of {self.graphs} fails: {self.reason}",
                  f"  minimized from {self.original_ops} to {self.ops} op(s) in {self.checks} checks, "
                  f"{self.seconds:.1f}s" + (" (time limit reached: not fully minimized)" if self.timed_out else ""),
                  f"  repro: {self.path}"]
@@ -97,8 +100,8 @@ def find_failure(fn: Callable, args: tuple, kwargs: dict | None, *, backend: Any
             e = record.compile_error or record.call_error
             verdict = check_graph(record.gm, record.inputs, backend_fn, accuracy=False, training=training)
             if verdict.failure is not None:
-                return FoundFailure(record, verdict.failure, f"graph {record.index}: {verdict.failure.reason}", graphs)
-            say(f"graph {record.index} raised {type(e).__name__} in the run but not alone")
+                return FoundFailure(record, verdict.failure, f"graph {record.index + 1}: {verdict.failure.reason}", graphs)
+            say(f"graph {record.index + 1} raised {type(e).__name__} in the run but not alone")
     if error is not None:
         return FoundFailure(None, None, f"the compiled run raised {type(error).__name__}: {error}, "
                                         f"but no graph fails on its own", graphs)
@@ -109,17 +112,18 @@ def find_failure(fn: Callable, args: tuple, kwargs: dict | None, *, backend: Any
         reference = run_end_to_end(fn, template, backend=None, training=training, float64=True)
     except Exception:
         reference = None
-    report = compare(expected, compiled, reference, name="result")
-    if report.ok:
+    found = compare_runs(expected, compiled, reference)
+    report = found.values
+    if found.ok:
         return FoundFailure(None, None, f"nothing fails: {graphs} graph(s), every result within eager's noise "
-                                        f"({report.worst})" if report.worst else
+                                        f"({report.worst}), aliasing and mutation as in eager" if report.worst else
                             f"nothing fails: {graphs} graph(s)", graphs)
     for record in recorder.graphs:
-        say(f"checking graph {record.index} of {graphs} ({record.ops} ops) on its recorded inputs")
+        say(f"checking graph {record.index + 1} of {graphs} ({record.ops} ops) on its recorded inputs")
         verdict = check_graph(record.gm, record.inputs, backend_fn, accuracy=True, training=training)
         if verdict.failure is not None:
-            return FoundFailure(record, verdict.failure, f"graph {record.index}: {verdict.failure.reason}", graphs)
-    first = report.failures[0] if report.failures else str(report)
+            return FoundFailure(record, verdict.failure, f"graph {record.index + 1}: {verdict.failure.reason}", graphs)
+    first = found.failures[0] if found.failures else str(report)
     return FoundFailure(None, None, f"the end-to-end result is wrong ({first}) but no graph is wrong on its own "
                                     f"recorded inputs: the problem is between graphs (glue, guards, breaks)", graphs)
 
@@ -129,7 +133,7 @@ def minify_graph(gm: torch.fx.GraphModule, inputs, failure: Failure, *, backend:
                  time_limit: float = 150.0, progress: Callable[[str], None] | None = None,
                  file_stem: str | None = None) -> MinifyResult:
     """Step 4: shrink one failing graph and write its repro into ``out_dir``
-    (as ``<file_stem>_<time>.py``, by default ``repro_graph<graph_index>_<time>.py``)."""
+    (as ``<file_stem>_<time>.py``, by default ``repro_graph<N>_<time>.py``, N counting from 1)."""
     start = time.monotonic()
     backend_fn = lookup(backend)
     original_ops = count_ops(gm)
@@ -141,7 +145,7 @@ def minify_graph(gm: torch.fx.GraphModule, inputs, failure: Failure, *, backend:
     source = render_repro(small_gm, small_inputs, backend=backend, accuracy=accuracy, training=training,
                           reason=kept.reason, kind=kept.kind, exc_type=kept.exc_type, title=title)
     reproduces = _reproduces(source, backend_fn, failure, accuracy=accuracy, training=training)
-    path = _write(source, out_dir, file_stem or f"repro_graph{graph_index}")
+    path = _write(source, out_dir, file_stem or f"repro_graph{graph_index + 1}")
     return MinifyResult(path, kept.reason, graph_index, count_ops(small_gm), original_ops, checks=checks,
                         seconds=time.monotonic() - start, timed_out=timed_out, code=small_gm.code,
                         reproduces=reproduces)
@@ -169,7 +173,7 @@ def minify(fn: Callable, args: tuple, kwargs: dict | None = None, *, backend: An
     name = getattr(fn, "__qualname__", type(fn).__name__)
     result = minify_graph(record.gm, record.inputs, found.failure, backend=backend, accuracy=accuracy,
                           training=training, out_dir=out_dir, graph_index=record.index,
-                          title=f"graph {record.index} of {name} ({found.graphs} captured)",
+                          title=f"graph {record.index + 1} of {name} ({found.graphs} captured)",
                           time_limit=max(time_limit - (time.monotonic() - start), 1.0), progress=progress)
     result.graphs = found.graphs
     result.seconds = time.monotonic() - start

@@ -6,16 +6,13 @@ name or ``module:attr``.  Exit status: 0 if nothing fails, 1 if a repro was writ
 """
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 import time
 from typing import Any, Callable
 
-from ..backends.registry import list_backends
 from ..cli import UsageError
 from .minify import minify
 from .script_target import TargetError, load_target
+from .script_target import resolve_backend as script_resolve_backend
 
 HELP = "minify a backend failure (error or accuracy) to a small standalone repro script"
 
@@ -31,22 +28,11 @@ def add_arguments(parser) -> None:
 
 
 def resolve_backend(text: str) -> Any:
-    """A registered name stays a name; ``module:attr`` is imported (the current directory
-    is searched first, as ``python -m`` would)."""
-    if ":" not in text:
-        if text not in list_backends():
-            raise UsageError(f"unknown backend {text!r}; known: {', '.join(list_backends())} (or module:attr)")
-        return text
-    module, _, attr = text.partition(":")
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())   # as `python -m` would: modules in the current directory
+    """:func:`script_target.resolve_backend`, a bad name a usage error."""
     try:
-        obj: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except Exception as e:
-        raise UsageError(f"cannot import backend {text!r}: {type(e).__name__}: {e}") from None
-    return obj
+        return script_resolve_backend(text)
+    except TargetError as e:
+        raise UsageError(str(e)) from None
 
 
 class Progress:

@@ -8,9 +8,12 @@ the backend's callable.  Exceptions from the backend, at compile time or on that
 call, are recorded and re-raised, so Kiln's own failure policy still applies.
 
 :func:`run_end_to_end` runs ``fn(*args, **kwargs)`` once on fresh copies of the
-arguments (aliasing between them kept) and of the module when ``fn`` is one, and returns
-what the comparison needs: outputs, arguments after the call and, when training, the
-gradients of the parameters and arguments after a backward pass from a fixed cotangent.
+arguments (aliasing between them kept, and each as the view or plain tensor it was) and
+of the module when ``fn`` is one, and returns what the comparison needs: outputs,
+arguments after the call, which outputs share memory with which tensor arguments and
+with each other and which arguments the call changed (:func:`kiln.debug.aliasing.record_call`)
+and, when training, the gradients of the parameters and arguments after a backward pass
+from a fixed cotangent.  :func:`compare_runs` compares two such runs on all of it.
 """
 from __future__ import annotations
 
@@ -27,11 +30,12 @@ from .. import api
 from ..backends.contract import declare_like
 from ..fx_ops import count_ops
 from ..comparison import parts as children
-from .accuracy import fp64_copy
+from .accuracy import AccuracyReport, compare, fp64_copy
+from .aliasing import CallRecord, mutation_differences, output_aliasing_differences, record_call
 from .graph_check import copy_graph_module, cotangent_loss, seeded
 from .inputs import InputSet
 
-__all__ = ["GraphRecord", "RecordingBackend", "run_end_to_end", "ArgTemplate"]
+__all__ = ["GraphRecord", "RecordingBackend", "run_end_to_end", "ArgTemplate", "RunComparison", "compare_runs"]
 
 
 @dataclass
@@ -124,10 +128,11 @@ def run_end_to_end(fn: Callable, template: ArgTemplate, *, backend: Callable | N
     grad_mode = torch.enable_grad if training else torch.no_grad
     with warnings.catch_warnings(), grad_mode():
         warnings.simplefilter("ignore")
+        tensors = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         with seeded():
-            out = target(*args, **kwargs)
-        result: dict[str, Any] = {"output": out, "args": [a for a in pytree.tree_leaves((args, kwargs))
-                                                          if isinstance(a, torch.Tensor)]}
+            call = record_call(lambda *_: target(*args, **kwargs), tensors)
+        out = call.outputs
+        result: dict[str, Any] = {"output": out, "args": tensors}
         if training:
             loss = cotangent_loss(out)
             params = dict(target.named_parameters()) if isinstance(target, torch.nn.Module) else {}
@@ -138,7 +143,42 @@ def run_end_to_end(fn: Callable, template: ArgTemplate, *, backend: Callable | N
                 result["grad"] = dict(zip(names, grads))
     result["args"] = [a.detach() for a in result["args"]]
     result["output"] = comparable(result["output"])
+    result[_CALL] = call
     return result
+
+
+_CALL = "call"   # the CallRecord of a run: compared by compare_runs, not as a value
+
+
+@dataclass
+class RunComparison:
+    """How a compiled run differs from eager's: values (against the float64 reference),
+    aliasing (outputs sharing memory with arguments or each other) and mutation (which
+    arguments changed in place, version counters included)."""
+
+    values: AccuracyReport
+    aliasing: list[str]
+    mutation: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.values.ok and not self.aliasing and not self.mutation
+
+    @property
+    def failures(self) -> list[str]:
+        return self.values.failures + self.aliasing + self.mutation
+
+
+def compare_runs(expected: dict, actual: dict, reference: dict | None) -> RunComparison:
+    """Compare two :func:`run_end_to_end` results (``reference``: the float64 run, or None)."""
+    def values(run):
+        return None if run is None else {k: v for k, v in run.items() if k != _CALL}
+
+    report = compare(values(expected), values(actual), values(reference), name="result")
+    eager, compiled = expected.get(_CALL), actual.get(_CALL)
+    if not isinstance(eager, CallRecord) or not isinstance(compiled, CallRecord):
+        return RunComparison(report, [], [])
+    return RunComparison(report, output_aliasing_differences(eager, compiled), mutation_differences(eager, compiled))
 
 
 def comparable(obj: Any, depth: int = 0) -> Any:

@@ -104,6 +104,11 @@ def _import_root(module_name: str) -> str | None:
     return root
 
 
+#: what a repro compares with accuracy on (:func:`kiln.debug.graph_check.check_graph`)
+CHECKED = ("values (against a float64 reference); aliasing (which outputs share memory with which inputs, "
+           "and with each other); mutation (which inputs change in place, and their version counters)")
+
+
 def render_repro(gm: torch.fx.GraphModule, inputs: InputSet, *, backend: Any, accuracy: bool, training: bool,
                  reason: str, kind: str, exc_type: str | None, title: str) -> str:
     """The text of a repro script (see the module docstring)."""
@@ -116,9 +121,9 @@ def render_repro(gm: torch.fx.GraphModule, inputs: InputSet, *, backend: Any, ac
     ops = count_ops(gm)
     doc = [f"Kiln repro: {title}.", "",
            f"Backend: {ref.label}.  Minimized graph: {ops} op(s).",
-           f"Failure kept by the minifier: {reason}",
-           f"Checked: {'values against a float64 reference' if accuracy else 'that the backend does not raise'}"
-           f"{', gradients too (training)' if training else ''}."]
+           f"Failure kept by the minifier ({kind}): {reason}",
+           f"Checked: {CHECKED if accuracy else 'that the backend does not raise'}"
+           f"{'; gradients too (training)' if training else ''}."]
     if aliasing:
         doc.append(f"Aliasing: {aliasing} (as in the real run).")
     doc += ["", "    python THIS.py                       exit 1: fails as described; 0: does not",

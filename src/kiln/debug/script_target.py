@@ -7,18 +7,24 @@ defined by the script; it is called with what ``NAME_inputs()`` (or else ``examp
 returns: a tuple of positional arguments, ``(args, kwargs)``, or a single argument.
 Without either, it is called with no arguments.
 
-Every problem is a :class:`TargetError` whose message is one sentence saying what is
+The ``--backend`` they take is read by :func:`resolve_backend`.  Every problem is a
+:class:`TargetError` whose message is one sentence saying what is
 missing and how to provide it; commands turn it into a usage error (exit status 2)
 instead of a traceback from inside Kiln.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 import runpy
+import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+
+from ..backends.registry import list_backends
 
 #: for --help texts
 INPUTS_HELP = ("NAME is called with the arguments returned by NAME_inputs() (or example_inputs()) if the "
@@ -28,6 +34,26 @@ INPUTS_HELP = ("NAME is called with the arguments returned by NAME_inputs() (or 
 
 class TargetError(Exception):
     """A SCRIPT.py:NAME target that cannot be run; the message says what to do."""
+
+
+def resolve_backend(text: str) -> Any:
+    """A ``--backend`` argument: a registered name stays a name; ``module:attr`` is imported
+    (the current directory is searched first, as ``python -m`` would).  A name that is
+    neither is a :class:`TargetError` listing the registered ones."""
+    if ":" not in text:
+        if text not in list_backends():
+            raise TargetError(f"unknown backend {text!r}; known: {', '.join(list_backends())} (or module:attr)")
+        return text
+    module, _, attr = text.partition(":")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())   # as `python -m` would: modules in the current directory
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as e:
+        raise TargetError(f"cannot import backend {text!r}: {type(e).__name__}: {e}") from None
+    return obj
 
 
 @dataclass

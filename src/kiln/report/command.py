@@ -33,7 +33,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", default="report.html", help="the HTML file to write (default: report.html)")
     parser.add_argument("--title", help="the page title (default: from the target)")
     run = parser.add_argument_group("SCRIPT.py:NAME only")
-    run.add_argument("--backend", default="eager", help="backend to compile with (default: eager)")
+    run.add_argument("--backend", default="eager",
+                     help="backend to compile with: a registered name or module:attr (default: eager)")
     run.add_argument("--calls", type=int, default=1, help="compiled calls to make (default: 1)")
     run.add_argument("--measure", type=int, default=0, metavar="N",
                      help="also time N eager and N compiled calls, interleaved, and show the medians")
@@ -49,11 +50,12 @@ def run(args) -> int:
         if args.calls < 1 or args.measure < 0:
             raise UsageError("--calls must be at least 1 and --measure at least 0")
         try:
+            backend = script_target.resolve_backend(args.backend)
             target = script_target.load(args.target, run_name="__kiln_report__")
         except script_target.TargetError as e:
             raise UsageError(str(e)) from None
         trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="kiln-trace-")
-        trace_script(target, trace_dir, args.backend, args.calls, args.measure)
+        trace_script(target, trace_dir, backend, args.calls, args.measure)
         title = args.title or f"Kiln report: {target.spec}"
     try:
         report = write_report(trace_dir, args.output, title)
@@ -64,7 +66,7 @@ def run(args) -> int:
     return 0
 
 
-def trace_script(target, trace_dir: str, backend: str, calls: int = 1, measure: int = 0) -> None:
+def trace_script(target, trace_dir: str, backend, calls: int = 1, measure: int = 0) -> None:
     """Call the target compiled ``calls`` times with the trace written to ``trace_dir``."""
     api.reset()
     saved = config.trace_dir
