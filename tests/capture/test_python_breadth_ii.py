@@ -12,7 +12,11 @@ import enum
 
 import torch
 
-from .capture_harness import Case, I, parametrize, run_case
+import kiln
+from kiln.capture.values.sets import _table
+from kiln.testing import CompileCounter
+
+from .capture_harness import Case, I, Refusal, parametrize, run_case, run_refusal
 
 
 def x1(r):
@@ -255,5 +259,195 @@ MATCH = [
 
 
 @parametrize(MATCH)
-def test_capture(case):
+def test_match(case):
+    run_case(case)
+
+
+# -- sets and frozensets: algebra, membership, eager's iteration order ------------------------
+def st_algebra(x):
+    a, b = frozenset({1, 2, 3}), {2, 3, 4, 9, 17}
+    return x + len(a | b), a & b, a - b, b - a, a ^ b, a | b, type(a | b), type(b | a), a.issubset(b), \
+        {2, 3} <= b, a < {1, 2, 3, 4}, 2 in a, 5 not in b, a.union([5], (6,)), b.intersection([9, 2], {2}), \
+        a.symmetric_difference([1, 7]), a.isdisjoint({8}), b.issuperset([2]), frozenset([1]) == {1}
+
+
+def st_iteration_order(x):
+    s = {17, 1, 9, 33, 2}              # colliding hashes: the order is the table's, not insertion's
+    s.discard(1)
+    s.add(65)
+    out = x
+    for i in s:
+        out = out * 2 + i
+    words = {"gamma", "alpha", "beta"}
+    return out, list(s), tuple(frozenset((5, 4, 13))), list(words), [w.upper() for w in words], sorted(words), \
+        list(enumerate(frozenset({8, 0})))
+
+
+def st_in_place(x):
+    a = {1, 2, 9}
+    a |= {3, 17}
+    a &= {1, 3, 5, 9, 17}
+    a -= {1}
+    a ^= {7, 9}
+    b = frozenset(a)
+    c = b
+    c |= {25}                          # rebinds: a frozenset is never changed in place
+    a.update([40], (41,))
+    a.difference_update({40})
+    a.intersection_update(range(50))
+    a.symmetric_difference_update([0])
+    popped = a.pop()
+    return x + popped, a, b, c, type(c), a.copy(), len(a)
+
+
+def st_errors(x):
+    a = {1, 2}
+    out = []
+    for attempt in (lambda: a | [3], lambda: a.remove(5), lambda: frozenset() < [1], lambda: set().pop(),
+                    lambda: {[1]}):
+        try:
+            out.append(attempt())
+        except (TypeError, KeyError) as e:
+            out.append((type(e).__name__, str(e)))
+    return x + 1, out
+
+
+def st_tensors(x, y):
+    s = {x, y, x}                      # tensors hash by identity: membership and len are exact
+    t = s | {x + 1}
+    return len(s), x in s, (x * 1) in s, len(t), len(s & t), s <= t, sum(sorted([1, 3])) * x
+
+
+def st_inputs(x, s, fs):
+    return x + len(s), s | {3}, fs | frozenset({3}), fs.union([7]), s - {1}, list(s), 9 in fs
+
+
+def st_from_builtins(x):
+    return x * sum({1, 2, 3}), max({4, 1}), set(range(4)) - {0}, frozenset({1: 2}), {True, 1}, {1.0, 1}, \
+        set("abca"), frozenset(frozenset([2])), set({"k": 1}.keys()), any(set()), all({1, 2})
+
+
+def _sparse_set():
+    s = set(range(30))
+    for i in range(2, 28):
+        s.discard(i)
+    return s
+
+
+SETS = [
+    Case("st_algebra", st_algebra, x1, 1, 1),
+    Case("st_iteration_order", st_iteration_order, x1, 1, 10),
+    Case("st_in_place", st_in_place, x1, 1, 1),
+    Case("st_errors", st_errors, x1, 1, 1),
+    Case("st_tensors", st_tensors, xy, 1, 3),
+    Case("st_inputs", st_inputs, lambda r: I(r.randn(3), _sparse_set(), frozenset({1, 9})), 1, 1),
+    Case("st_from_builtins", st_from_builtins, x1, 1, 1),
+]
+
+
+# -- dict views: iteration, membership, equality, set algebra, repr ---------------------------
+def dv_repr_reversed(x):
+    d = {"a": 1, "b": 2}
+    k, v, it = d.keys(), d.values(), d.items()
+    d["c"] = 3                         # live: the views show the new key
+    return x + 1, repr(k), repr(v), str(it), list(reversed(k)), list(reversed(it)), \
+        list(reversed(v)), len(v), 3 in v, ("c", 3) in it, ("c", 4) in it, "z" in k
+
+
+def dv_equality(x):
+    d = {"a": 1, "b": 2}
+    k, it, v = d.keys(), d.items(), d.values()
+    return x + 1, k == {"a", "b"}, it == {("a", 1), ("b", 2)}, k != {"a"}, v == d.values(), v == v, \
+        k <= {"a", "b", "c"}, it < {("a", 1), ("b", 2), 1}, k == d.keys(), {"a", "b"} == k, k > {"a"}, \
+        k >= frozenset(["a", "b"])
+
+
+def dv_set_algebra(x):
+    d = {"a": 1, "b": 2, "q": 7}
+    e = {"b": 5, "c": 6}
+    k = d.keys()
+    return x + 1, k & {"a"}, k | {"z"}, k - {"a"}, k ^ {"a", "w"}, {"w"} | k, {"a"} & k, {"a", "w"} - k, \
+        k & e.keys(), d.items() | e.items(), k | ["y"], d.items() ^ e.items(), k.isdisjoint(e), \
+        k.isdisjoint(["z"])
+
+
+def dv_values_errors(x):
+    d = {"a": 1}
+    out = []
+    for attempt in (lambda: d.values() | {1}, lambda: d.values() & d.values(), lambda: d.keys() | 3):
+        try:
+            out.append(attempt())
+        except TypeError as e:
+            out.append(str(e))
+    return x + 1, out
+
+
+def dv_tensor_values(x, y):
+    d = {"a": x, "b": y}
+    total = x * 0
+    for key, value in d.items():
+        total = total + value * len(key)
+    return total, x in d.values(), ("b", y) in d.items(), list(d.values())[1], sorted(d.keys(), reverse=True)
+
+
+VIEWS = [
+    Case("dv_repr_reversed", dv_repr_reversed, x1, 1, 1),
+    Case("dv_equality", dv_equality, x1, 1, 1),
+    Case("dv_set_algebra", dv_set_algebra, x1, 1, 1),
+    Case("dv_values_errors", dv_values_errors, x1, 1, 1),
+    Case("dv_tensor_values", dv_tensor_values, xy, 1, 5),
+]
+
+
+def _layout(s):
+    """A set's hash table, slot by slot, as item values (what later inserts and pops see)."""
+    fill, used, mask, finger, slots = _table(s)
+    by_address = {id(k): k for k in s}
+    return fill, used, mask, finger, [by_address.get(p, None if p is None else "<dummy>") for p in slots]
+
+
+def _escaping_sets(x, s, fs):
+    d = {"k": 1, "j": 2}
+    big = set(range(20))
+    for i in range(15):
+        big.discard(i)
+    big.add(33)
+    big.pop()
+    u = {1, 2}
+    u |= {9, 17}
+    u -= {1}
+    a, b = frozenset({1, 2, 3}), {2, 3, 4, 9, 17}
+    return x + 1, [a ^ b, a - b, a | b, big, u, frozenset(u), set(u), d.keys() - {"k"}, d.keys() | {"z"},
+                   {"q"} ^ d.keys(), s | {3}, fs | frozenset({3}), fs.union([7]), s - {1}, {"w", "v", "u"}]
+
+
+def test_sets_leaving_the_frame_have_eagers_hash_table():
+    """Not only the items and their order: the table itself (dummy slots left by removals,
+    pop's finger), so a caller's later inserts and pops go where eager's would."""
+    counter = CompileCounter()
+    compiled = kiln.compile(_escaping_sets, backend=counter, fullgraph=True)
+    for _ in range(2):
+        args = (torch.randn(2), _sparse_set(), frozenset({1, 9}))
+        got, want = compiled(*args)[1], _escaping_sets(*args)[1]
+        for g, w in zip(got, want):
+            assert type(g) is type(w) and g == w and list(g) == list(w)
+            assert _layout(g) == _layout(w), (g, w)
+    assert counter.frame_count == 1
+
+
+def _iterates_a_set_of_tensors(x, y):
+    out = x * 2
+    for t in {x, y}:                   # <-- refused
+        out = out + t
+    return out
+
+
+def test_iterating_a_set_of_tensors_is_refused_naming_why():
+    """Its order follows the tensors' ids at run time: Kiln cannot know it, so it breaks
+    (fullgraph=True refuses) rather than pick an order."""
+    run_refusal(Refusal("set_of_tensors", _iterates_a_set_of_tensors, xy, r"order follows run-time ids"))
+
+
+@parametrize(SETS + VIEWS)
+def test_sets_and_views(case):
     run_case(case)
