@@ -60,7 +60,6 @@ def _popcount_flags(arg):
 
 _PSEUDO = "a pseudo-instruction: the compiler replaces it, code objects never hold it"
 _INSTRUMENTED = "an instrumented form (sys.monitoring): co_code shows the base instruction"
-_MATCH = "match statements are not traced"
 _ASYNC = "coroutines and async generators are not traced"
 _CLASS_BODY = "only in module and class bodies, which Kiln does not compile"
 
@@ -131,9 +130,8 @@ OPS: tuple = (
     Op("PREP_RERAISE_STAR", None, (V311,), unsupported="except* (exception groups) is not traced"),
     Op("SETUP_ANNOTATIONS", None, unsupported=_CLASS_BODY),
     Op("PRINT_EXPR", None, (V311,), unsupported="only in the interactive interpreter"),
-    # (a break there resumes after it: the step runs the match test as Python)
-    Op("MATCH_CLASS", 3, unsupported=_MATCH), Op("MATCH_MAPPING", 1, unsupported=_MATCH),
-    Op("MATCH_SEQUENCE", 1, unsupported=_MATCH), Op("MATCH_KEYS", 2, unsupported=_MATCH),
+    # -- match statements (a break there resumes after it: the step runs the test as Python)
+    Op("MATCH_CLASS", 3), Op("MATCH_MAPPING", 1), Op("MATCH_SEQUENCE", 1), Op("MATCH_KEYS", 2),
     *(Op(n, None, unsupported=_ASYNC) for n in ("GET_AWAITABLE", "BEFORE_ASYNC_WITH", "GET_AITER", "GET_ANEXT",
                                                  "END_ASYNC_FOR")),
     Op("ASYNC_GEN_WRAP", None, (V311,), unsupported=_ASYNC),
@@ -186,6 +184,8 @@ class Layout:
     # instructions that may push NULL: a break there cannot hand its results on
     null_pushers: frozenset = field(default_factory=frozenset)
     null_bit_ops: frozenset = field(default_factory=frozenset)   # ... when their argument's low bit is set
+    # MATCH_CLASS's TypeError for a pattern ``C(...)`` whose C is no class (3.12 reworded it)
+    match_class_not_a_type: str = "called match pattern must be a class"
 
     # -- generated code ------------------------------------------------------------------
     def call_sequence(self, callee: list, args: list) -> list:
@@ -239,7 +239,7 @@ LAYOUTS = {
                  kw_names_on_stack=False, attr_method_bit=False, compare_shift=0, make_function_flags=True,
                  loop_exit_skip=0, loop_exit_fill=(), send_keeps_receiver=False, bool_consumers=frozenset(),
                  no_fallthrough=_ENDS, null_pushers=frozenset({"LOAD_METHOD", "PUSH_NULL"}),
-                 null_bit_ops=frozenset({"LOAD_GLOBAL"})),
+                 null_bit_ops=frozenset({"LOAD_GLOBAL"}), match_class_not_a_type="called match pattern must be a type"),
     V312: Layout(V312, null_above_callable=False, precall=False, call_prefix=("KW_NAMES",),
                  kw_names_on_stack=False, attr_method_bit=True, compare_shift=4, make_function_flags=True,
                  loop_exit_skip=1, loop_exit_fill=("END_FOR",), send_keeps_receiver=True, bool_consumers=frozenset(),

@@ -7,6 +7,7 @@ import operator
 from ..exc import Unsupported
 from .operator_table import COMPARE_OPS, DUNDER as _DUNDER, INPLACE_TO_BINARY, REFLECTED as _REFLECTED, UNARY_OPS
 from .values.base import ConstantValue, Value, const, raise_python, type_lookup
+from .values import dict_views, sets
 from .values.containers import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of, set_items
 from .values.new_objects import NewObjectValue
 from .values.objects import ObjectValue
@@ -103,16 +104,20 @@ def inplace(tx, fn, a: Value, b: Value) -> Value:
     if isinstance(a, DictValue) and fn is operator.ior:
         a.call_method(tx, "update", [b], {})
         return a
+    if isinstance(a, SetValue):
+        in_place = sets.inplace(tx, INPLACE_TO_BINARY[fn], a, b)
+        if in_place is not None:
+            return in_place
+        if not isinstance(b, DictViewValue):
+            # set.__ior__ declined; so does set.__or__ against anything but a set
+            result = sets.binary(tx, INPLACE_TO_BINARY[fn], a, b, suffix="=")
+            if result is not None:
+                return result
     result = binary(tx, INPLACE_TO_BINARY[fn], a, b)
-    if isinstance(a, (ListValue, SetValue)) and type(result) is type(a) and result is not a \
-            and not getattr(a, "frozen", False):   # a frozenset is rebound, never mutated
-        # list *= n, set |= / &= / -=: Python mutates the left operand itself
+    if isinstance(a, ListValue) and type(result) is type(a) and result is not a:
+        # list *= n: Python mutates the left operand itself
         tx.state.side_effects.mutated(a)
-        if isinstance(a, ListValue):
-            a.items[:] = result.items
-        else:
-            a.items.clear()
-            a.items.update(result.items)
+        a.items[:] = result.items
         return a
     return result
 
@@ -140,14 +145,10 @@ def _sequence_op(tx, fn, a, b):
         return DictValue({**a.items, **b.items}, key_values={**a.key_values, **b.key_values})
     if fn in (operator.or_, operator.and_, operator.sub, operator.xor) and \
             (isinstance(a, DictViewValue) or isinstance(b, DictViewValue)):
-        # a keys / items view acts as a set and the result is a plain set, either side
-        a = a.as_set(tx) if isinstance(a, DictViewValue) else SetValue(set_items(tx, a.unpack(tx)))
-        b = b.as_set(tx) if isinstance(b, DictViewValue) else SetValue(set_items(tx, b.unpack(tx)))
-    if fn in (operator.or_, operator.and_, operator.sub, operator.xor) and isinstance(a, SetValue) \
-            and isinstance(b, SetValue):
-        keys = fn(set(a.items), set(b.items))
-        allv = {**b.items, **a.items}
-        return SetValue({k: allv[k] for k in keys}, frozen=a.frozen)   # the left operand's type, as Python
+        # a keys / items view acts as a set: a plain set, built the way CPython builds it
+        return dict_views.view_binary(tx, fn, a, b)
+    if fn in (operator.or_, operator.and_, operator.sub, operator.xor):
+        return sets.binary(tx, fn, a, b)   # run by Python on the sets' shadows
     return None
 
 
@@ -190,6 +191,12 @@ def compare(tx, fn, a: Value, b: Value) -> Value:
     result, (a, b) = _symbolic(tx, fn, a, b)
     if result is not None:
         return result
+    views = dict_views.view_compare(tx, fn, a, b)   # a keys / items view against a set or view
+    if views is not None:
+        return views
+    ordered_sets = sets.binary(tx, fn, a, b)   # set against set: Python compares the shadows
+    if ordered_sets is not None:
+        return ordered_sets
     if fn in (operator.eq, operator.ne):
         if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
             return _fold(fn, a, b)

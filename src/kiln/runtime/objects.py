@@ -1,4 +1,5 @@
-"""Objects the glue builds again: an exception a frame holds at a graph break.
+"""Objects the glue builds again: an exception a frame holds at a graph break, a set
+with the hash table eager's has.
 
 A break inside an ``except`` block hands the handler's exception to the continuation;
 the glue makes it again from its class, arguments and attributes (one object for every
@@ -14,3 +15,31 @@ def rebuild_exception(cls, args, attrs):
     for k, v in attrs.items():
         setattr(exc, k, v)
     return exc
+
+
+def replay_set(recipe, inputs=()):
+    """A set (or frozenset) with the very hash table eager's has: made again by the
+    operations that made it (``capture.values.sets``), since a set's table (and so its
+    iteration order and where later inserts go) follows its history, not only its
+    items.  ``recipe`` is ``(base, steps)``: the base makes the set, each step
+    ``(method, args)`` changes it in place.  Args are ``("set", recipe)``,
+    ``("const", object)`` or ``("input", i)``: ``inputs[i]``, a set passed to the frame."""
+    base, steps = recipe
+    kind = base[0]
+
+    def arg(a):
+        what, obj = a
+        return replay_set(obj, inputs) if what == "set" else inputs[obj] if what == "input" else obj
+
+    if kind == "new":               # inserting these keys in this order (a literal, set(list))
+        s = (frozenset if base[1] else set)(base[2])
+    elif kind == "make":            # set(x) / frozenset(x) of a set
+        s = (frozenset if base[1] else set)(arg(base[2]))
+    elif kind == "op":              # a | b, a & b, a - b, a ^ b
+        s = base[1](arg(base[2]), arg(base[3]))
+    else:                           # ("method", name, target, args): s.union(...), s.copy()...
+        target = arg(base[2])
+        s = getattr(target, base[1])(*[arg(a) for a in base[3]])
+    for name, args in steps:
+        getattr(s, name)(*[arg(a) for a in args])
+    return s

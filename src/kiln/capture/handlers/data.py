@@ -116,7 +116,7 @@ def list_append(tx, ins):
 
 def set_add(tx, ins):
     v = tx.pop()
-    _building(tx, ins).items.setdefault(key_of(v, tx), v)
+    _building(tx, ins).insert(tx, v)
 
 
 def map_add(tx, ins):
@@ -132,9 +132,7 @@ def list_extend(tx, ins):
 
 def set_update(tx, ins):
     seq = tx.pop()
-    target = tx.stack[-ins.arg]
-    for v in seq.unpack(tx):
-        target.items.setdefault(key_of(v, tx), v)
+    tx.stack[-ins.arg].update_from(tx, seq)   # a constant frozenset merged as Python merges it
 
 
 def dict_update(tx, ins):

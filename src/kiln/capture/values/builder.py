@@ -134,11 +134,17 @@ def _wrap_set(tx, obj, source, guards):
         raise Unsupported("sets of non-constant items read from outside the frame")
     frozen = type(obj) is frozenset
     if guards is not None:
-        guards.constant(source, obj) if frozen else guards.add(
-            "const", source, f"{{v}} == {state.ns.ref(set(obj))}", f"{source.describe()} == {obj!r}")
+        # the same items of the same types in the same iteration order (equal sets may
+        # iterate differently: the order is the hash table's)
+        guards.type_is(source, obj)
+        typed = [(type(k), k) for k in obj]
+        guards.add("const", source, f"[(type(k), k) for k in {{v}}] == {state.ns.ref(typed)}",
+                   f"{source.describe()} == {obj!r}, in this order")
     if frozen:
         return ConstantValue(obj, source)
-    return state.remember(obj, SetValue({k: const(k) for k in obj}, source))
+    v = SetValue({k: const(k) for k in obj}, source)
+    v.borrowed, v.real_set = True, obj
+    return state.remember(obj, v)
 
 
 _BY_TYPE = {

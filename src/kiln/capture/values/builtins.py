@@ -20,12 +20,13 @@ from ...runtime import caches
 from ..operator_table import ALL_OPERATOR_FUNCTIONS
 from .base import (ConstantValue, TracedException, Value, check_iterable, const, raise_python, sort_by_keys,
                    type_lookup, type_name)
-from .containers import DictValue, ListValue, SetValue, SliceValue, TracedKey, TupleValue, key_of, set_items
+from .containers import DictValue, DictViewValue, ListValue, SetValue, SliceValue, TracedKey, TupleValue, key_of, set_items
 from .deques import DEQUES
 from .exceptions import ExceptionValue
 from .introspection import INTROSPECTION, real_classes
 from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
 from .operator_objects import OPERATOR_OBJECTS
+from .sets import make as make_set
 from .weakrefs import WEAKREFS
 from .new_objects import NewObjectValue
 from .objects import ClassValue, is_plain_class
@@ -233,13 +234,15 @@ def _dict_pair(tx, i: int, pair: Value):
 
 
 def _set(tx, args, kwargs):
-    return SetValue(set_items(tx, _iter_items(tx, args[0])) if args else {})
+    if args:
+        check_iterable(args[0])
+    return make_set(tx, args[0] if args else None, frozen=False)
 
 
 def _frozenset(tx, args, kwargs):
-    s = _set(tx, args, kwargs)
-    s.frozen = True
-    return s
+    if args:
+        check_iterable(args[0])
+    return make_set(tx, args[0] if args else None, frozen=True)
 
 
 def _minmax(fn):
@@ -399,6 +402,8 @@ def _str(tx, args, kwargs):
         # ``str(e)`` of a builtin exception: BaseException.__str__ over its constant args
         exc = args[0]
         return const(str(exc.cls(*[a.as_constant() for a in exc.args])))
+    if args and isinstance(args[0], DictViewValue):
+        return const(str(args[0].python_value(tx)))      # the view of the dict as it is now
     if args and not args[0].is_constant():
         if isinstance(args[0], ClassValue) and type(args[0].obj).__str__ is type.__str__:
             return const(str(args[0].obj))

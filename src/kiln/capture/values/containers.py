@@ -1,10 +1,10 @@
-"""Containers: tuples (named tuples too), lists, dicts and their views, sets, slices.
+"""Containers: tuples (named tuples too), lists, dicts and their views, slices.
 
 Containers made inside the frame are fully symbolic.  Containers that came in from
 outside (arguments, globals, attributes) carry a source; when one is mutated it is
 recorded in ``side_effects.mutated_containers`` and the glue writes its new contents
 back after the graph runs.  Iterators (``range`` included) are in ``iterators.py``,
-deques in ``deques.py``, subclasses of these types in ``container_subclasses.py``, and
+sets in ``sets.py``, deques in ``deques.py``, subclasses of these types in ``container_subclasses.py``, and
 how keys hash and compare in ``keys.py``.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import types
 from ...exc import Unsupported
 from .base import ConstantValue, ItemsValue, Value, builtin_instance_attr, const, raise_python, sort_by_keys
 from .keys import TracedKey, key_of, set_items  # noqa: F401  (re-exported: containers' users key by them)
+from .sets import SetValue  # noqa: F401  (re-exported: sets are containers to their users)
 
 
 class SequenceValue(ItemsValue):
@@ -423,6 +424,13 @@ class DictViewValue(Value):
     def contents(self):
         return [self.d]
 
+    def python_value(self, tx=None):
+        # a view of the dict as it is now (for repr / str / formatting, which read it now)
+        return getattr(self.d.python_value(tx), self.kind)()
+
+    def as_constant(self):
+        return self.python_value()
+
     def as_set(self, tx) -> SetValue:
         """The set a keys / items view behaves as in ``&``, ``|``, ``-``, ``^``."""
         if self.kind == "values":
@@ -451,79 +459,6 @@ class DictViewValue(Value):
 
     def reconstruct(self, cg):
         return f"{cg.expr(self.d)}.{self.kind}()"
-
-
-class SetValue(Value):
-    def __init__(self, items: dict, source=None, frozen=False):
-        self.items = dict(items)  # python key -> Value
-        self.source = source
-        self.frozen = frozen
-
-    def python_type(self):
-        return frozenset if self.frozen else set
-
-    def contents(self):
-        return list(self.items.values())
-
-    def unpack(self, tx):
-        return list(self.items.values())
-
-    def truth(self, tx):
-        return bool(self.items)
-
-    def getattr(self, tx, name):
-        return type_attribute(tx, self, name)
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__contains__":
-            return const(key_of(args[0], tx) in self.items)
-        if name in ("add", "discard", "remove", "update", "clear", "__init__") and not self.frozen:
-            tx.state.side_effects.mutated(self)
-            if name == "__init__":       # set.__init__(iterable): starts again from the iterable
-                self.items = set_items(tx, [v for a in args for v in a.unpack(tx)])
-            elif name == "add":
-                self.items.setdefault(key_of(args[0], tx), args[0])
-            elif name == "remove" and key_of(args[0], tx) not in self.items:
-                raise_python(KeyError, key_of(args[0], tx))
-            elif name in ("discard", "remove"):
-                self.items.pop(key_of(args[0], tx), None)
-            elif name == "update":
-                for a in args:
-                    for v in a.unpack(tx):
-                        self.items.setdefault(key_of(v, tx), v)
-            else:
-                self.items.clear()
-            return const(None)
-        if name in ("union", "intersection", "difference", "issubset", "issuperset"):
-            mine = set(self.items)
-            other = set(key_of(v, tx) for v in args[0].unpack(tx))
-            if name in ("issubset", "issuperset"):
-                return const(getattr(mine, name)(other))
-            allv = {**self.items, **{key_of(v, tx): v for v in args[0].unpack(tx)}}
-            # the receiver's type: a frozenset's union is a frozenset
-            return SetValue({k: allv[k] for k in getattr(mine, name)(other)}, frozen=self.frozen)
-        raise Unsupported(f"set.{name} is not supported")
-
-    def equals(self, tx, other) -> bool:
-        """``self == other`` as set's ``==`` (a set equals a frozenset of the same items)."""
-        return isinstance(other, SetValue) and set(self.items) == set(other.items)
-
-    def is_constant(self):
-        return all(isinstance(k, (int, str, float, bool, type(None))) for k in self.items)
-
-    def as_constant(self):
-        return self.python_type()(self.items)
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            return cg.source_expr(self.source)
-        if not self.items:
-            return cg.new_object(self, "set()" if not self.frozen else "frozenset()")
-        inner = "{" + ", ".join(cg.expr(v) for v in self.items.values()) + "}"
-        return cg.new_object(self, inner if not self.frozen else f"frozenset({inner})")
-
-    def rebuild_contents(self, cg) -> str:
-        return "{" + ", ".join(cg.expr(v) for v in self.items.values()) + "}" if self.items else "set()"
 
 
 class SliceValue(Value):

@@ -26,6 +26,12 @@ def _isinstance(tx, args, kwargs):
     obj, cls = args
     classes = cls.as_constant() if cls.is_constant() else real_classes(tx, cls)
     real = getattr(obj, "real_object", None)
+    if not isinstance(obj, ConstantValue):
+        # a real object is guarded by its type (or identity), not by what such a check reads
+        for c in (classes if isinstance(classes, tuple) else (classes,)):
+            check = type_lookup(type(c), "__instancecheck__")[1] if isinstance(c, type) else None
+            if check is not None and check not in _TYPE_ONLY_CHECKS:
+                raise Unsupported(f"isinstance() with {c!r}, whose metaclass decides by the object")
     if isinstance(obj, ConstantValue) or real is not None:
         try:
             return const(isinstance(obj.value if isinstance(obj, ConstantValue) else real(), classes))
@@ -36,10 +42,6 @@ def _isinstance(tx, args, kwargs):
         t = getattr(obj, "cls", torch.Tensor)
     if not isinstance(classes, tuple):
         classes = (classes,)
-    for c in classes:
-        check = type_lookup(type(c), "__instancecheck__")[1] if isinstance(c, type) else None
-        if check is not None and check not in _TYPE_ONLY_CHECKS:
-            raise Unsupported(f"isinstance() with {c!r}, whose metaclass decides by the object")
     try:
         return const(any(_subclass(t, c) for c in classes))
     except TypeError as e:
