@@ -24,9 +24,13 @@ def f_print(x):
     return y
 
 
-def f_item(x):
-    s = x.sum().item()  # <-- refused
-    return x * s
+def f_branch_on_item(x):
+    # .item() itself is captured (tests/capture/test_data_dependent.py); Python that needs
+    # its value is what is refused
+    s = x.sum().item()
+    if s > 0:  # <-- refused
+        return x * s
+    return -x
 
 
 def f_branch_on_tensor(x):
@@ -63,16 +67,23 @@ def f_max_of_tensors(x, y):
     return max(x, y)  # <-- refused
 
 
-def f_boolean_mask(x):
-    return x[x > 0]  # <-- refused
+def f_branch_on_masked_size(x):
+    y = x[x > 0]
+    if y.shape[0] > 2:  # <-- refused
+        return y
+    return x
 
 
-def f_nonzero(x):
-    return torch.nonzero(x)  # <-- refused
+def f_range_of_nonzero_count(x):
+    n = torch.nonzero(x > 0).shape[0]
+    return [x * i for i in range(n)]  # <-- refused
 
 
-def f_int_of_tensor(x):
-    return x * int(x.sum())  # <-- refused
+def f_range_of_int_of_tensor(x):
+    out = x
+    for i in range(int(x.sum())):  # <-- refused
+        out = out + i
+    return out
 
 
 def f_math_of_tensor(x):
@@ -132,15 +143,15 @@ class _Hooked(nn.Module):
 
 REFUSALS = [
     Refusal("print", f_print, x1, r"print\(\)"),
-    Refusal("item", f_item, x1, r"Tensor\.item"),
+    Refusal("branch_on_item", f_branch_on_item, x1, r"branching on .* computed from tensor data"),
     Refusal("branch_on_tensor", f_branch_on_tensor, x1, r"branching on the value of a tensor"),
     Refusal("generator_frame", f_generator, x1, r"generator function"),
     Refusal("kiln_disable", f_calls_kiln_disabled, x1, r"_kiln_disabled.*kiln\.disable"),
     Refusal("torch_compiler_disable", f_calls_torch_disabled, x1, r"_torch_disabled_impl.*torch\.compiler\.disable"),
     Refusal("max_of_tensors", f_max_of_tensors, lambda r: (r.randn(3), r.randn(3)), r"max\(\) over tensors"),
-    Refusal("boolean_mask_index", f_boolean_mask, x1, r"depends on tensor data"),
-    Refusal("nonzero", f_nonzero, x1, r"nonzero.*depends on tensor data"),
-    Refusal("int_of_tensor", f_int_of_tensor, x1, r"int\(\) of a tensor"),
+    Refusal("branch_on_masked_size", f_branch_on_masked_size, x1, r"branching on .* computed from tensor data"),
+    Refusal("range_of_nonzero_count", f_range_of_nonzero_count, x1, r"computed from tensor data"),
+    Refusal("range_of_int_of_tensor", f_range_of_int_of_tensor, x1, r"computed from tensor data"),
     Refusal("math_of_tensor", f_math_of_tensor, x1, r"math\.sqrt of a tensor"),
     Refusal("tolist", f_tolist, x1, r"Tensor\.tolist"),
     Refusal("backward", f_backward, lambda r: (r.randn(3, requires_grad=True),), r"backward\(\)"),

@@ -212,16 +212,20 @@ def test_shape_guard_is_readable_and_named_in_recompile_messages():
     assert "x.size()[0] <= 6" in reason and "test_dynamic_shapes.py" in reason
 
 
-def test_data_dependent_sizes_still_break():
+def test_data_dependent_sizes_stay_in_the_graph():
+    # a boolean mask's count is an unbacked symbol next to the input's own symbolic size
+    # (tests/capture/test_data_dependent.py): no break, and the second size makes the
+    # input dynamic as always (one recompile), the counts never do
     def f(x):
         y = x[x > 0]
-        return y.sum() + 1
+        return y.sum() + y.shape[0]
     counter = Counting()
     compiled = kiln.compile(f, backend=counter)
-    for n in (3, 4, 5):
+    for n in (3, 4, 5, 6):
         x = torch.randn(n)
         torch.testing.assert_close(compiled(x), f(x))
-    assert kiln.metrics.breaks
+    assert not kiln.metrics.breaks
+    assert counter.count == 2
 
 
 def test_int_tensor_plus_python_float_keeps_eager_dtype():

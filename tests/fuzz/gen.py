@@ -104,6 +104,11 @@ class Gen(PyStatements):
         self.pool = {"full": ["x", "y"], "row": [], "scalar": [], "other": []}
         self.n = 0
         self.body: list[Stmt] = []
+        # data-dependent statements (``s_datadep``) are drawn from a stream of their own and
+        # inserted between the others, so every seed still makes the statements it made
+        # before the grammar had them (the seeds in test_fuzz.py keep their programs)
+        self.rd = random.Random(seed * 7919 + 104729)
+        self.nd = 0
 
     def new(self) -> str:
         self.n += 1
@@ -122,6 +127,8 @@ class Gen(PyStatements):
             self.pool[kind].append(out)
 
     def stmt(self):
+        if self.rd.random() < 0.2:
+            self.s_datadep()
         r = self.r
         kinds = {"unary": 8, "binary": 8, "scalar": 8, "view": 7, "inplace": 6, "reduce": 4, "container": 4,
                  "global": 3, "attr": 3, "closure": 2, "print": 3, "rng": 3, "break": 3, "backward": 3, "leaf": 2,
@@ -233,6 +240,30 @@ class Gen(PyStatements):
                                      (f"{v} = torch.tensor({a}.tolist()) * 2", ()),
                                      (f"{v} = torch.from_numpy({a}.detach().numpy().copy())", ())])
         self.emit(text, ["break"], needs, out=v, kind=self.kind_of(a))
+
+    def s_datadep(self):
+        """Values that depend on tensor data: numbers read with item()/int()/bool(), sizes
+        from boolean masks, nonzero and one-argument where (kept in the graph as unbacked
+        symbols), and a branch on one (a break).  Drawn from ``self.rd`` only; the result
+        is returned, not added to the pool (see ``__init__``)."""
+        rd = self.rd
+        a = rd.choice([v for k in ("full", "row", "scalar") for v in self.pool[k]])
+        self.nd += 1
+        v, n = f"dd{self.nd}", f"nd{self.nd}"
+        text = rd.choice([
+            f"{v} = {a}[{a} > 0]",
+            f"{v} = {a}[{a} > 0].sum() + {a}",
+            f"{v} = {a} * torch.nonzero({a} > 0).shape[0]",
+            f"{v} = torch.nonzero({a} > 0.5).float()",
+            f"{v} = {a} * int(({a} > 0).sum())",
+            f"{v} = {a} * ({a}.detach().amax().item() + 1)",
+            f"{v} = {a} * bool({a}.sum() > 0)",
+            f"{v} = torch.where({a}.flatten() > 0)[0] * 2",
+            f"{v} = torch.tensor([{a}.sum().item(), 1.0]) * 2",
+            f"{n} = int(({a} > 0).sum())\nif {n} > 1:\n    {v} = {a} + {n}\nelse:\n    {v} = {a} - 1",
+        ])
+        self.emit(text, ["data-dependent"])
+        self.returns_extra.append(v)
 
     def s_backward(self):
         a = self.pick("full", "row", "scalar")

@@ -193,6 +193,7 @@ def _finish(state, fn, final_grad, compiler, tracer, result=None, plan=None) -> 
     op_count = builder.count_ops()
     if op_count or needed:
         gm = torch.fx.GraphModule(builder.attrs, builder.graph, class_name=f"GraphModule_{name}")
+        builder.insert_runtime_asserts(gm)   # what the trace assumed about data-dependent values
         # which rules apply follows from what the backend declares (backends/contract.py)
         as_is = runs_graph_as_is(compiler.backend)
         mutations_last = applies_input_mutations_last(compiler.backend)
@@ -399,7 +400,7 @@ def _compile_graph(gm, example_inputs, compiler, name, tracer, builder, mutation
     # environment ("No shape env"), and the capture's own fakes may have been changed in
     # place by the trace.  Other backends keep AOTAutograd's own fake mode.
     context = contextlib.nullcontext()
-    if builder.is_dynamic or builder.attrs or builder.scalar_outputs:
+    if builder.is_dynamic or builder.attrs or builder.data_dependent:
         builder.fake_mode.allow_scalar_outputs = True
         context = tracing(TracingContext(builder.fake_mode))
     elif caches_compiled_graphs(compiler.backend):

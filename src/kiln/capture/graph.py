@@ -28,8 +28,17 @@ from torch._subclasses.fake_tensor import (
     FakeTensor,
     FakeTensorMode,
 )
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    GuardOnDataDependentSymNode,
+    ShapeEnv,
+    StatelessSymbolicContext,
+    compute_unbacked_bindings,
+    has_free_unbacked_symbols,
+)
 from torch.utils._pytree import tree_map
+
+from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
 from ..exc import Unsupported
 from ..fx_ops import count_ops
@@ -67,8 +76,10 @@ class SymbolicInput:
 class GraphBuilder:
     def __init__(self):
         self.graph = torch.fx.Graph()
-        # data-dependent sizes (nonzero, boolean masks, .item()) stay graph breaks: no unbacked symbols
-        self.shape_env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+        # sizes that depend on tensor data (nonzero, boolean masks, unique) are unbacked symbols;
+        # numbers read from tensors (item()) too, but only where Kiln asks for one
+        # (``values.tensor.item_value``): an op's own internal item() stays a refusal
+        self.shape_env = ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=True)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=self.shape_env)
         self.placeholders: list[tuple[torch.fx.Node, Any]] = []  # (node, source)
         self.example_inputs: list = []    # real tensors; SymInts for symbolic int inputs
@@ -78,7 +89,7 @@ class GraphBuilder:
         self.guard_locations: list = []   # user location at which each ShapeEnv guard was added
         self.attrs: dict = {}   # name -> subgraph GraphModule (bodies of higher-order operators)
         self.size_symbols: dict = {}   # size symbol -> (node, SymInt) reading it, for bodies (hops/subgraph.py)
-        self.scalar_outputs = False   # the graph computes Python floats from tensors (float item())
+        self.data_dependent = False   # the graph computes sizes or numbers from tensor data (unbacked symbols)
 
     @property
     def is_dynamic(self) -> bool:
@@ -246,6 +257,10 @@ class GraphBuilder:
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             self.graph.erase_node(node)
             raise Unsupported(f"{_target_name(target)} produces a value that depends on tensor data ({type(e).__name__})") from e
+        except GuardOnDataDependentSymNode as e:
+            self.graph.erase_node(node)
+            raise Unsupported(f"{_target_name(target)} needs the exact value of a size or number computed from "
+                              f"tensor data ({data_dependent_expr(e)})") from e
         except Unsupported:
             self.graph.erase_node(node)
             raise
@@ -255,7 +270,21 @@ class GraphBuilder:
                               f"{type(e).__name__}: {e}") from e
         node.meta["example_value"] = result
         node.meta["kiln_draws"] = tuple(draws)   # eager's draws: see random_draws.py
+        # a size or number this op computes from tensor data is a new unbacked symbol, bound
+        # to this node as torch's tracers bind them (the backends' retrace needs the binding)
+        bindings = compute_unbacked_bindings(self.shape_env, result)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
+            self.data_dependent = True
         return node, result
+
+    def insert_runtime_asserts(self, gm) -> None:
+        """What the trace assumed about unbacked symbols (``torch._check``, a size being
+        non-negative) becomes run-time assertions in the graph, as torch.compile does:
+        facts about tensor data cannot be guards, so the graph checks them as it runs."""
+        if self.data_dependent and self.shape_env.deferred_runtime_asserts:
+            insert_deferred_runtime_asserts(gm, self.shape_env, "kiln")
+            gm.recompile()
 
     def getitem(self, node: torch.fx.Node, index: int, fake):
         n = self.graph.call_function(operator.getitem, (node, index))
@@ -299,6 +328,17 @@ def insert_placeholder(graph: torch.fx.Graph, name: str, after: torch.fx.Node | 
         return graph.placeholder(name)
     with graph.inserting_before(first):
         return graph.placeholder(name)
+
+
+def data_dependent_expr(error: GuardOnDataDependentSymNode) -> str:
+    """The expression a data-dependent guard was asked about, for messages."""
+    expr = getattr(error, "cond", None)
+    return f"`{expr}`" if expr is not None else "an unbacked symbol"
+
+
+def has_unbacked(value) -> bool:
+    """Whether a symbolic number (or a tensor's sizes) involves a value read from tensor data."""
+    return has_free_unbacked_symbols(value)
 
 
 def contains_fake(x) -> bool:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import linecache
 
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+from .graph import data_dependent_expr
 from .guards import literal
 from ..config import config
 from ..exc import Unsupported
@@ -118,7 +121,14 @@ class Tracer:
             why = row.unsupported if row is not None and row.unsupported else "not supported yet"
             handler = _unsupported(f"bytecode {ins.opname}: {why}")
         try:
-            handler(self, ins)
+            try:
+                handler(self, ins)
+            except GuardOnDataDependentSymNode as e:
+                # Python needed the value of a number or size computed from tensor data
+                # (an unbacked symbol), which no guard can fix: this instruction runs as
+                # Python at a break, handed the real value by the graph so far
+                raise Unsupported(f"{ins.opname} needs the value of a number or size computed from tensor "
+                                  f"data ({data_dependent_expr(e)})") from e
             if self.state.builder.symbolic_inputs:
                 self.state.builder.note_guard_locations(self.location())
         except TracedException as e:

@@ -32,7 +32,7 @@ from .new_objects import NewObjectValue
 from .objects import ClassValue, is_plain_class
 from .super_value import make_super
 from .symbolic import SymNodeValue
-from .tensor import TensorValue, graph_call
+from .tensor import TensorValue, graph_call, number_of
 
 
 class BuiltinValue(Value):
@@ -316,6 +316,11 @@ def _abs(tx, args, kwargs):
 
 def _numeric(cls):
     def handler(tx, args, kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0], (TensorValue, SymNodeValue)):
+            # a number read from tensor data stays in the graph (an unbacked symbol)
+            out = number_of(tx, args[0], cls)
+            if out is not None:
+                return out
         if args and isinstance(args[0], TensorValue):
             raise Unsupported(f"{cls.__name__}() of a tensor needs its data")
         return _fold(cls)(tx, args, kwargs)
@@ -323,6 +328,10 @@ def _numeric(cls):
 
 
 def _bool(tx, args, kwargs):
+    if len(args) == 1 and not kwargs and isinstance(args[0], (TensorValue, SymNodeValue)):
+        out = number_of(tx, args[0], bool)   # kept in the graph; a branch on it still breaks
+        if out is not None:
+            return out
     return const(args[0].truth(tx)) if args else const(False)
 
 

@@ -12,6 +12,7 @@ as far as it must.
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ...exc import Unsupported
 from .base import ConstantValue, Value, const
@@ -33,11 +34,19 @@ class SymNodeValue(Value):
         return f"{self.python_type().__name__}({self.fake})"
 
     def as_constant(self):
-        """Using the number as a Python constant specialises it (the ShapeEnv guards it)."""
-        return _SPECIALISE[type(self.fake)](self.fake)
+        """Using the number as a Python constant specialises it (the ShapeEnv guards it).
+        A number read from tensor data (an unbacked symbol) has no value to guard: Python
+        that needs it runs at a graph break, which the graph hands the real number."""
+        try:
+            return _SPECIALISE[type(self.fake)](self.fake)
+        except GuardOnDataDependentSymNode as e:
+            raise Unsupported(needs_data_reason(self, e)) from e
 
     def truth(self, tx):
-        return bool(self.fake)
+        try:
+            return bool(self.fake)
+        except GuardOnDataDependentSymNode as e:
+            raise Unsupported(needs_data_reason(self, e, "branching on")) from e
 
     def length(self, tx):
         raise Unsupported(f"len() of {self.describe()}")
@@ -47,6 +56,13 @@ class SymNodeValue(Value):
 
     def reconstruct(self, cg):
         return cg.tensor_expr(self)
+
+
+def needs_data_reason(v: Value, error, what: str = "using as a Python constant") -> str:
+    """The message of a graph break where Python needs a number read from tensor data."""
+    cond = getattr(error, "cond", None)
+    about = f" (`{cond}`)" if cond is not None and str(cond) != str(v.fake) else ""
+    return f"{what} {v.describe()}{about}, a number computed from tensor data: its value is known only at run time"
 
 
 class SizeValue(TupleValue):

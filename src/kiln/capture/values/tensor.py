@@ -15,7 +15,7 @@ from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ... import trace
 from ...exc import AutogradEngineCall, Unsupported
-from ..graph import SYMBOLIC_TYPES, contains_fake
+from ..graph import SYMBOLIC_TYPES, contains_fake, has_unbacked
 from ..sources import AsTensorSource, AttrSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, bound_attribute_type, const, no_attribute, type_lookup
 from .containers import DictValue, ListValue, SliceValue, TupleValue
@@ -209,9 +209,10 @@ class TensorMethodValue(Value):
                 return t.dim_size(tx, real_args[0]) if real_args else t.shape_value(tx)
             # numel(), stride(), is_contiguous()... of a tensor with symbolic sizes: in the graph
             return graph_call(tx, "call_method", name, [t, *args], kwargs)
-        if name == "item" and not args and not kwargs and t.fake.is_floating_point() and t.fake.numel() == 1 \
-                and not _is_symbolic(t.fake.shape) and _torch_caller(tx):
-            return _float_item(tx, t)
+        if name == "item" and not args and not kwargs:
+            out = item_value(tx, t)
+            if out is not None:
+                return out
         if name in DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
         if name == "backward":
@@ -255,6 +256,10 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     become constants and the node is dropped.
     """
     state = tx.state
+    if target in _TENSOR_FROM_DATA and kind == "call_function" and args and _holds_data_number(args[0]):
+        made = _tensor_from_numbers(tx, args[0], args[1:], kwargs)
+        if made is not None:
+            return made
     tensors = [a.fake for a in args if isinstance(a, TensorValue)]
     if target in _SCALAR_FRIENDLY and tensors and all(t.dim() for t in tensors):
         # only next to tensors with dimensions: there a 0-d tensor promotes like the Python
@@ -295,6 +300,52 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     if mutating:
         state.note_tensor_mutation(args, kwargs)
     return tx.wrap_fake_result(node, result)
+
+
+_TENSOR_FROM_DATA = frozenset({torch.tensor, torch.as_tensor})
+
+
+def _holds_data_number(v: Value) -> bool:
+    """Whether ``v`` (a number or a nest of lists and tuples) holds a number read from
+    tensor data (an unbacked symbol)."""
+    if isinstance(v, SymNodeValue):
+        return has_unbacked(v.fake)
+    if isinstance(v, (ListValue, TupleValue)):
+        return any(_holds_data_number(i) for i in v.items)
+    return False
+
+
+def _tensor_from_numbers(tx, data: Value, rest: list, kwargs: dict) -> Value | None:
+    """``torch.tensor([f, 2.0])`` where ``f`` was read from tensor data: the data cannot be
+    read at trace time, so the tensor is built in the graph from 0-d tensors of each number
+    (``scalar_tensor``, ``stack``), with the dtype ``torch.tensor`` infers from the Python
+    numbers (bool < int64 < the default float dtype) and its device.  None: a form this
+    does not cover (more arguments, complex numbers, empty lists), left to the fakes."""
+    if rest or set(kwargs) - {"dtype", "device"}:
+        return None
+    kinds = set()
+
+    def walk(v):
+        if isinstance(v, (ListValue, TupleValue)):
+            return bool(v.items) and all(walk(i) for i in v.items)
+        kind = v.python_type() if isinstance(v, (SymNodeValue, ConstantValue)) else None
+        kinds.add(kind)
+        return kind in (bool, int, float)
+
+    if not walk(data):
+        return None
+    dtype = kwargs.get("dtype", const(None)).as_constant()
+    if dtype is None:
+        dtype = torch.get_default_dtype() if float in kinds else torch.int64 if int in kinds else torch.bool
+    device = kwargs.get("device", const(None))
+
+    def build(v):
+        if isinstance(v, (ListValue, TupleValue)):
+            parts = [build(i) for i in v.items]
+            return graph_call(tx, "call_function", torch.stack, [ListValue(parts)], {})
+        return graph_call(tx, "call_function", torch.scalar_tensor, [v], {"dtype": const(dtype), "device": device})
+
+    return build(data)
 
 
 _INPLACE_OPERATORS = frozenset({
@@ -388,42 +439,61 @@ def _torch_caller(tx) -> bool:
     return name == "torch" or name.startswith("torch.")
 
 
-def _float_item(tx, t: TensorValue) -> Value:
-    """``t.item()`` of a floating tensor: a Python float computed by the graph.
+def item_value(tx, t: TensorValue) -> Value | None:
+    """``t.item()`` of a one-element tensor: a Python number computed by the graph (None:
+    not one, so the call runs as Python, where eager raises or reads it).
 
-    Used where torch itself reads a number from a tensor: in torch's own code (an
-    optimizer's ``_get_value(step)``, traced on eager's branch of ``is_compiling()``) and
-    where an op would read a 0-d tensor given as a number (``_scalar_kwargs_as_numbers``).
-    ``item()`` in user code stays a graph break (the result usually feeds Python).
-
-    It is a symbol with no value at trace time (the ShapeEnv's "unbacked" float): Python
-    arithmetic on it is recorded and runs on the real float (so ``lr / (1 - beta1 ** step)``
-    in an optimizer rounds as eager's Python floats do), it can be handed to ops as a
-    scalar argument, and anything that needs its value in Python (a branch, a constant)
-    cannot be decided and becomes a graph break.  Integer and boolean ``item()`` stay
-    breaks: as sizes they would make shapes data-dependent."""
+    It is a symbol with no value at trace time (an "unbacked" SymInt / SymFloat / SymBool
+    of the capture's ShapeEnv), bound to the ``item`` node.  Python arithmetic on it is
+    recorded and runs on the real number (so ``lr / (1 - beta1 ** step)`` rounds as eager's
+    Python floats do), it can be handed to ops as a scalar or a size, and anything that
+    needs its value in Python (a branch, ``range(n)``, a constant argument) cannot be
+    decided and becomes a graph break right there, where the graph so far hands the real
+    number to the Python that follows.  No guard is ever made on it."""
+    fake = t.fake
+    if _is_symbolic(fake.shape) or fake.numel() != 1 or fake.is_complex():
+        return None
     builder = tx.state.builder
     builder.fake_mode.allow_scalar_outputs = True
     try:
         out = graph_call(tx, "call_method", "item", [t], {})
     finally:
         builder.fake_mode.allow_scalar_outputs = False
-    if not isinstance(out, SymNodeValue):
-        return out   # the fake knew the value (a tensor made from a constant in the frame)
-    builder.scalar_outputs = True   # backends trace it with this fake mode (compile_frame)
-    # the new symbol is bound to this node, as torch's tracers do (a pending unbound
-    # symbol would trip the backend's retrace)
-    bindings = compute_unbacked_bindings(builder.shape_env, out.fake)
-    if bindings:
-        out.node.meta["unbacked_bindings"] = bindings
-    return out
+    return out   # a constant when the fake knew the value (a tensor made from a constant in the frame)
+
+
+def number_of(tx, v: Value, cls) -> Value | None:
+    """``int(v)`` / ``float(v)`` / ``bool(v)`` of a one-element tensor or of a number read
+    from tensor data, kept symbolic in the graph with Python's conversion (None: not such
+    a value, so the caller folds it as a constant).  ``int`` of a float truncates as
+    ``int()`` does (``torch.sym_int``); ``bool`` of a number is ``!= 0``."""
+    if isinstance(v, TensorValue):
+        if v.fake.dtype is torch.bool and cls is not bool:
+            return None   # int(True) of a bool tensor: a Python int made from a bool, as Python
+        v = item_value(tx, v)
+        if v is None or isinstance(v, ConstantValue):
+            return None if v is None else const(cls(v.value))
+    if not (isinstance(v, SymNodeValue) and has_unbacked(v.fake)):
+        return None
+    kind = type(v.fake)
+    if cls is bool:
+        if kind is torch.SymBool:
+            return v
+        return tx.apply_operator(operator.ne, v, const(0))
+    if kind is torch.SymBool:
+        return None   # int(b) of a bool read from data: 0 or 1 decided in Python (a break)
+    if cls is int:
+        return v if kind is torch.SymInt else graph_call(tx, "call_function", torch.sym_int, [v], {})
+    if cls is float:
+        return v if kind is torch.SymFloat else graph_call(tx, "call_function", torch.sym_float, [v], {})
+    return None
 
 
 def _scalar_kwargs_as_numbers(tx, kind, target, kwargs: dict, error):
     """A 0-d floating tensor passed as a number argument (``p.addcdiv_(a, b, value=-lr /
     bc)`` with a tensor learning rate): the op reads it with ``item()``, which fakes
     cannot answer.  Kiln makes that ``item()`` explicit (a float computed by the graph,
-    ``_float_item``), so the op gets the same number.  Only keyword arguments that
+    ``item_value``), so the op gets the same number.  Only keyword arguments that
     torch's schema for the op types ``Scalar`` are converted; None means nothing to do."""
     if not isinstance(error.__cause__, DataDependentOutputException):
         return None
@@ -436,7 +506,7 @@ def _scalar_kwargs_as_numbers(tx, kind, target, kwargs: dict, error):
     out, changed = dict(kwargs), False
     for k, v in kwargs.items():
         if k in scalar_names and isinstance(v, TensorValue) and v.fake.dim() == 0 and v.fake.is_floating_point():
-            out[k] = _float_item(tx, v)
+            out[k] = item_value(tx, v)
             changed = changed or not isinstance(out[k], TensorValue)
     return out if changed else None
 
