@@ -22,7 +22,9 @@ import torch
 
 from . import backends as _backends
 from .backends.ddp_split import BucketSplittingBackend
+from .backends.contract import options_hook
 from .cache import cache_for, closure_key
+from .compile_settings import TORCH_COMPILE_MODES, CompileSettings, freeze_options
 from .distributed.ddp import active_bucket_layout
 from .distributed.module_state import share_module_state
 from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
@@ -32,22 +34,21 @@ from .runtime.callees import has_hooks
 
 
 class Compiler:
-    """One backend, and how Kiln compiles further frames with it.
+    """One ``kiln.compile`` call's settings, and how Kiln compiles further frames under them.
 
     The capture layer receives this object (see ``capture.graph_break.FrameCompiler``)
     so that a graph break's continuations and the callee of a breaking call become
     compiled frames of their own without capture importing this module.
     """
 
-    def __init__(self, backend, backend_name: str, dynamic: bool | None = None):
-        self.backend = backend                     # the user's: caches are keyed by it
-        self.graph_backend = _ddp_aware(backend)   # what graphs are compiled with
-        self.backend_name = backend_name
-        self.dynamic = dynamic
+    def __init__(self, settings: CompileSettings):
+        self.settings = settings
+        self.graph_backend = _graph_backend(settings)   # what graphs are compiled with
+        self._nested = None
 
     def compile_function(self, fn) -> "CompiledFunction":
         """A continuation: a new function over generated code, compiled as its own frame."""
-        return CompiledFunction(fn, self, False)
+        return CompiledFunction(fn, self.nested())
 
     def compile_callee(self, obj):
         """The compiled version of a callee at a graph break (plain callables pass through)."""
@@ -57,44 +58,60 @@ class Compiler:
             forward = obj.__dict__.get("forward", type(obj).forward)
             if has_hooks(obj) or not isinstance(forward, types.FunctionType):
                 return obj
-            return CompiledFunction(forward, self, False, bound_self=obj)
+            return CompiledFunction(forward, self.nested(), bound_self=obj)
         if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
-            return CompiledFunction(obj.__func__, self, False, bound_self=obj.__self__)
+            return CompiledFunction(obj.__func__, self.nested(), bound_self=obj.__self__)
         if isinstance(obj, types.FunctionType) and not is_disabled(obj):
-            return CompiledFunction(obj, self, False)
+            return CompiledFunction(obj, self.nested())
         return obj
 
+    def nested(self) -> "Compiler":
+        """The compiler of the frames a break makes (``CompileSettings.for_nested_frames``)."""
+        if self._nested is None:
+            nested = self.settings.for_nested_frames()
+            self._nested = self if nested is self.settings else Compiler(nested)
+        return self._nested
 
-# backend -> its splitter (keeps the backend alive)
-_DDP_AWARE: dict = caches.register_dict("api.ddp_aware_backends", {})
+
+# (backend, mode, options) -> the backend graphs are compiled with (keeps the backend alive)
+_GRAPH_BACKENDS: dict = caches.register_dict("api.graph_backends", {})
 
 
-def _ddp_aware(backend):
-    """``backend`` behind the DDP bucket splitter (``backends/ddp_split.py``), which splits
-    graphs compiled inside a DistributedDataParallel forward and passes others through.
+def _graph_backend(settings: CompileSettings):
+    """The backend under the settings' mode and options (its ``with_options``, checked by
+    ``_settings``), behind the DDP bucket splitter (``backends/ddp_split.py``), which
+    splits graphs compiled inside a DistributedDataParallel forward and passes others
+    through.
 
-    One splitter per backend, so that caches keyed by the backend (``cache.cache_for``)
-    are shared by every ``kiln.compile`` with the same backend, as before.
+    One per backend and mode/options, shared by every ``kiln.compile`` asking for the
+    same; keeping the user's backend alive here keeps its ``id`` in cache keys
+    (``CompileSettings.key``) from being reused.
     """
-    try:
-        wrapped = _DDP_AWARE.get(backend)
-    except TypeError:          # an unhashable callable: a splitter of its own
+    def build():
+        backend = settings.backend
+        if settings.asks_backend:
+            backend = options_hook(backend)(settings.mode, settings.options_dict())
         return BucketSplittingBackend(backend, active_bucket_layout)
+
+    try:
+        key = (settings.backend, settings.mode, settings.options_key())
+        wrapped = _GRAPH_BACKENDS.get(key)
+    except TypeError:          # an unhashable callable: a splitter of its own
+        return build()
     if wrapped is None:
-        wrapped = _DDP_AWARE[backend] = BucketSplittingBackend(backend, active_bucket_layout)
+        wrapped = _GRAPH_BACKENDS[key] = build()
     return wrapped
 
 
 class CompiledFunction(CompiledFunctionBase):
     """A function whose calls go through Kiln's cache."""
 
-    def __init__(self, fn, compiler: Compiler, fullgraph: bool, bound_self=UNBOUND):
+    def __init__(self, fn, compiler: Compiler, bound_self=UNBOUND):
         self._kiln_fn = fn
         self._kiln_self = bound_self
         self._kiln_compiler = compiler
-        self._kiln_fullgraph = fullgraph
         self._kiln_variant = closure_key(fn)
-        self._kiln_cache = cache_for(fn.__code__, compiler, fullgraph, self._kiln_variant)
+        self._kiln_cache = cache_for(fn.__code__, compiler, self._kiln_variant)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -102,8 +119,7 @@ class CompiledFunction(CompiledFunctionBase):
             args = (self._kiln_self, *args)
         cache = self._kiln_cache
         if cache.stale:
-            cache = self._kiln_cache = cache_for(self._kiln_fn.__code__, self._kiln_compiler, cache.fullgraph,
-                                                 self._kiln_variant)
+            cache = self._kiln_cache = cache_for(self._kiln_fn.__code__, self._kiln_compiler, self._kiln_variant)
         return cache.call(self._kiln_fn, args, kwargs)
 
     def __get__(self, obj, objtype=None):
@@ -112,52 +128,71 @@ class CompiledFunction(CompiledFunctionBase):
         return types.MethodType(self, obj)
 
     def __repr__(self):
-        return f"<kiln compiled {self._kiln_fn.__qualname__} backend={self._kiln_compiler.backend_name!r}>"
+        return f"<kiln compiled {self._kiln_fn.__qualname__} backend={self._kiln_compiler.settings.backend_name!r}>"
 
     @property
     def entries(self):
         return list(self._kiln_cache.entries)
 
 
-def _validate(backend, fullgraph, dynamic):
-    if not isinstance(fullgraph, bool):
-        raise TypeError(f"kiln.compile: fullgraph must be a bool, got {type(fullgraph).__name__}")
-    if dynamic not in (None, True, False):
-        raise TypeError(f"kiln.compile: dynamic must be None, True or False, got {dynamic!r}")
+def _settings(backend, fullgraph, dynamic, mode, options) -> CompileSettings:
+    """``kiln.compile``'s arguments as one checked settings object.
+
+    ``mode`` and ``options`` have torch.compile's meaning, which only a backend with a
+    notion of them gives (``backends.contract.options_hook``: inductor's); the others
+    refuse them here, naming what was passed and where they apply, as does the backend
+    for a mode or option it does not know."""
     fn = _backends.lookup(backend)
     name = backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
-    return fn, name
+    settings = CompileSettings(fn, name, fullgraph, dynamic, mode, freeze_options(options))
+    if mode is not None and options:
+        raise ValueError(f"kiln.compile: give mode ({mode!r}) or options ({options!r}), not both "
+                         f"(torch.compile refuses both at once too)")
+    if settings.asks_backend:
+        hook = options_hook(fn)
+        if hook is None:
+            asked = ", ".join(([f"mode={mode!r}"] if settings.mode not in (None, "default") else [])
+                              + ([f"options={options!r}"] if options else []))
+            raise ValueError(f"kiln.compile: backend {name!r} has no notion of mode or options (got {asked}); "
+                             f"modes ({', '.join(map(repr, TORCH_COMPILE_MODES))}) and options (inductor "
+                             f"config) are inductor's: use backend='inductor', or leave them out")
+        hook(mode, settings.options_dict())     # raises ValueError naming what it does not accept
+    return settings
 
 
-def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, **options):  # noqa: A001 - mirrors torch.compile
-    """Compile ``fn`` (a function, method or ``nn.Module``) with Kiln.
+def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, mode=None, options=None,  # noqa: A001
+            **unknown):
+    """Compile ``fn`` (a function, method or ``nn.Module``) with Kiln (mirrors torch.compile).
 
     Usable as ``kiln.compile(f)``, ``@kiln.compile`` and ``@kiln.compile(backend=...)``.
     ``dynamic``: None (default) compiles static first and makes sizes and int arguments
     that change symbolic on recompiling; True makes every input dimension symbolic from
-    the start; False never introduces symbols.
+    the start; False never introduces symbols.  ``mode`` ("default", "reduce-overhead",
+    "max-autotune", "max-autotune-no-cudagraphs") and ``options`` (a dict of inductor
+    config settings) mean what they mean to torch.compile, for ``backend="inductor"``;
+    other backends refuse them (``_settings``).
     """
-    if options:
-        raise TypeError(f"kiln.compile() got unexpected option(s) {sorted(options)}; "
-                        f"supported: backend, fullgraph, dynamic")
-    backend_fn, backend_name = _validate(backend, fullgraph, dynamic)
+    if unknown:
+        raise TypeError(f"kiln.compile() got unexpected option(s) {sorted(unknown)}; "
+                        f"supported: backend, fullgraph, dynamic, mode, options")
+    settings = _settings(backend, fullgraph, dynamic, mode, options)
     if fn is None:
-        return lambda f: compile(f, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
-    return _compile_callable(fn, Compiler(backend_fn, backend_name, dynamic), fullgraph)
+        return lambda f: _compile_callable(f, Compiler(settings))
+    return _compile_callable(fn, Compiler(settings))
 
 
-def _compile_callable(fn, compiler: Compiler, fullgraph):
+def _compile_callable(fn, compiler: Compiler):
     if isinstance(fn, CompiledFunction):
         fn = fn._kiln_fn if fn._kiln_self is UNBOUND else types.MethodType(fn._kiln_fn, fn._kiln_self)
     if isinstance(fn, torch.nn.Module):
-        return _compile_module(fn, compiler, fullgraph)
+        return _compile_module(fn, compiler)
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, (types.FunctionType, CompiledFunction)):
         func = fn.__func__._kiln_fn if isinstance(fn.__func__, CompiledFunction) else fn.__func__
-        return CompiledFunction(func, compiler, fullgraph, bound_self=fn.__self__)
+        return CompiledFunction(func, compiler, bound_self=fn.__self__)
     if isinstance(fn, types.FunctionType):
-        return CompiledFunction(fn, compiler, fullgraph)
+        return CompiledFunction(fn, compiler)
     if isinstance(fn, functools.partial):
-        inner = _compile_callable(fn.func, compiler, fullgraph)
+        inner = _compile_callable(fn.func, compiler)
         return functools.partial(inner, *fn.args, **fn.keywords)
     if isinstance(fn, functools._lru_cache_wrapper):
         # the C wrapper calls the Python function it holds, never a compiled one: put a
@@ -165,7 +200,7 @@ def _compile_callable(fn, compiler: Compiler, fullgraph):
         # the cached object as eager does and the compiled code runs on misses (the new
         # cache is this compiled function's own)
         params = fn.cache_parameters()
-        inner = _compile_callable(fn.__wrapped__, compiler, fullgraph)
+        inner = _compile_callable(fn.__wrapped__, compiler)
         return functools.lru_cache(maxsize=params["maxsize"], typed=params["typed"])(inner)
     if isinstance(fn, type):    # a class: its call constructs, which is not what the user means
         raise TypeError(f"kiln.compile got the class {fn.__qualname__}; pass an instance: kiln.compile({fn.__name__}(...))")
@@ -173,11 +208,11 @@ def _compile_callable(fn, compiler: Compiler, fullgraph):
         raise TypeError(f"kiln.compile expects a function, method or nn.Module, got {type(fn).__name__}")
     call = getattr(type(fn), "__call__", None)
     if isinstance(call, types.FunctionType):
-        return CompiledFunction(call, compiler, fullgraph, bound_self=fn)
+        return CompiledFunction(call, compiler, bound_self=fn)
     raise TypeError(f"kiln.compile cannot compile {fn!r}: it is not Python code (a builtin or C function)")
 
 
-# (class, forward, backend, fullgraph, dynamic) -> wrapper class
+# (class, forward) + CompileSettings.key() -> wrapper class
 _WRAPPER_CLASSES: dict = caches.register_dict("api.wrapper_classes", {})
 # compiled module -> the module it wraps: not a cache (a compiled module keeps its
 # original across kiln.reset()), so not registered
@@ -191,7 +226,7 @@ def original_module(mod: torch.nn.Module) -> torch.nn.Module:
     return mod
 
 
-def _compile_module(mod: torch.nn.Module, compiler: Compiler, fullgraph):
+def _compile_module(mod: torch.nn.Module, compiler: Compiler):
     mod = original_module(mod)
     cls = type(mod)
     forward = mod.__dict__.get("forward", cls.forward)
@@ -199,28 +234,28 @@ def _compile_module(mod: torch.nn.Module, compiler: Compiler, fullgraph):
         forward = forward.__func__
     if not isinstance(forward, types.FunctionType):
         raise TypeError(f"kiln.compile: {cls.__name__}.forward is not a Python function")
-    wrapper = object.__new__(_wrapper_class(cls, forward, compiler, fullgraph))
+    wrapper = object.__new__(_wrapper_class(cls, forward, compiler))
     object.__setattr__(wrapper, "__dict__", mod.__dict__)
     _ORIGINALS[wrapper] = mod
     share_module_state(mod, wrapper)
     return wrapper
 
 
-def _wrapper_class(cls: type, forward, compiler: Compiler, fullgraph: bool) -> type:
+def _wrapper_class(cls: type, forward, compiler: Compiler) -> type:
     """The class of compiled modules of ``cls``: ``cls`` with the compiled ``forward``.
 
-    One class per (class, forward, backend, fullgraph, dynamic), shared by every instance
+    One class per class, forward and settings (``CompileSettings.key``), shared by every instance
     compiled alike, so that a fresh model of the same class passes the entries' guards
     (``type(self) is ...``) and reuses their graphs; the class holds no reference to any
     instance (the original of each compiled module is in ``_ORIGINALS``, weakly keyed),
     so a compiled model is freed with its last user reference.  Classes made at run
     time (FSDP2) get one each and live as long as the process, as their entries do.
     """
-    key = (cls, forward, id(compiler.backend), fullgraph, compiler.dynamic)
+    key = (cls, forward) + compiler.settings.key()
     sub = _WRAPPER_CLASSES.get(key)
     if sub is not None:
         return sub
-    compiled_forward = CompiledFunction(forward, compiler, fullgraph)
+    compiled_forward = CompiledFunction(forward, compiler)
 
     def __new__(klass, *args, **kwargs):
         # Calling the compiled module's class again (a container slicing itself does

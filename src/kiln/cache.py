@@ -1,23 +1,24 @@
 """Per-code-object caches of compiled entries, and the recompile policy.
 
-A FrameCache holds the entries for one (code object, backend, fullgraph) triple; its
-``compiler`` (``kiln.api.Compiler``) names the backend and compiles the further frames
-a capture makes (continuations, callees at breaks).
+A FrameCache holds the entries for one code object under one ``kiln.compile``'s settings
+(``CompileSettings.key``: backend, fullgraph, dynamic, mode, options); its ``compiler``
+(``kiln.api.Compiler``) carries those settings and compiles the further frames a
+capture makes (continuations, callees at breaks).
 A call tries each entry's guard; the first that passes runs its glue.  A miss
 captures a new entry, up to ``config.recompile_limit`` entries; past that the frame
 runs eagerly, with one warning naming the guard that failed.
 """
 from __future__ import annotations
 
+import time
 import types
 import warnings
 
-from . import trace
 from .capture.compile_frame import capture
 from .capture.dynamism import ShapePolicy
 from .config import config
+from .events import event, later
 from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
-from .metrics import BreakRecord, metrics
 from .runtime import caches
 
 
@@ -26,11 +27,11 @@ class KilnWarning(UserWarning):
 
 
 class FrameCache:
-    def __init__(self, code, compiler, fullgraph: bool):
+    def __init__(self, code, compiler):
         self.code = code
         self.compiler = compiler
-        self.fullgraph = fullgraph
-        self.shapes = ShapePolicy(compiler.dynamic)   # which sizes are symbolic (dynamic=)
+        self.settings = compiler.settings
+        self.shapes = ShapePolicy(self.settings.dynamic)   # which sizes are symbolic (dynamic=)
         self.entries: list = []
         self.eager_reason: str | None = None   # set when the frame must run eagerly
         self.warned_limit = False
@@ -55,7 +56,7 @@ class FrameCache:
         msg = (f"kiln: {self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno}) reached the "
                f"recompile limit ({config.recompile_limit}); running it eagerly from now on. "
                f"Last guard that failed: {reason}")
-        trace.recompile_limit(self.code, msg)
+        event("recompile_limit", code=self.code, message=msg)
         if config.error_on_recompile_limit:
             raise RecompileLimitReached(msg)
         if not self.warned_limit:
@@ -65,19 +66,18 @@ class FrameCache:
         return fn(*args, **kwargs)
 
     def _capture(self, fn, args, kwargs):
+        code = self.code
         if self.entries:
-            metrics.recompiles += 1
-            if trace.active():
-                trace.recompile(self.code, self.entries[-1].explain_guard(fn, *args, **kwargs), args, kwargs,
-                                self.code.co_varnames[:self.code.co_argcount + self.code.co_kwonlyargcount])
-            if config.log_enabled("recompiles"):
-                reason = self.entries[-1].explain_guard(fn, *args, **kwargs)
-                print(f"[kiln] recompiling {self.code.co_name}: {reason}")
-        trace.capture_start(self.code, self, len(self.entries), self.compiler.backend_name)
+            newest = self.entries[-1]
+            event("recompile", code=code, failing=later(lambda: newest.explain_guard(fn, *args, **kwargs)),
+                  args=args, kwargs=kwargs, params=code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        event("capture_start", code=code, cache=self, entry_index=len(self.entries),
+              backend_name=self.settings.backend_name)
+        start, entry = time.perf_counter(), None
         try:
-            entry = capture(fn, args, kwargs, self.compiler, self.fullgraph, self.shapes)
+            entry = capture(fn, args, kwargs, self.compiler, self.shapes)
         except Unsupported as e:
-            if self.fullgraph or e.fatal:   # a broken higher-order operator rule
+            if self.settings.fullgraph or e.fatal:   # a broken higher-order operator rule
                 raise
             self._fallback(f"{e.reason}", e.location, e.source_line)
             return None
@@ -88,7 +88,7 @@ class FrameCache:
         except Exception as e:  # a bug in Kiln: never let it take the user's program down
             return self._internal_error(e)
         finally:
-            trace.capture_end()
+            event("capture_end", seconds=None if entry is None else time.perf_counter() - start)
         self.entries.append(entry)
         return entry
 
@@ -99,9 +99,7 @@ class FrameCache:
         return None
 
     def _fallback(self, reason, location, source_line):
-        metrics.eager_fallbacks += 1
-        metrics.breaks.append(BreakRecord(reason, location, source_line))
-        trace.fallback(self.code, reason, location, source_line)
+        event("fallback", code=self.code, reason=reason, location=location, source_line=source_line)
         self.eager_reason = reason
         if config.warn_on_fallback:
             where = f" at {location}" if location else ""
@@ -109,7 +107,7 @@ class FrameCache:
 
 
 _CACHES: dict = {}
-_VARIANTS: dict = {}          # (code, backend, fullgraph) -> number of closure variants made
+_VARIANTS: dict = {}          # (code, *CompileSettings.key()) -> number of closure variants made
 MAX_CLOSURE_VARIANTS = 32
 
 
@@ -136,16 +134,18 @@ def closure_key(fn) -> tuple:
     return tuple(key)
 
 
-def cache_for(code, compiler, fullgraph, variant: tuple = ()) -> FrameCache:
-    base = (code, id(compiler.backend), fullgraph, compiler.dynamic)
+def cache_for(code, compiler, variant: tuple = ()) -> FrameCache:
+    """The frame cache of ``code`` under ``compiler``'s settings (``CompileSettings.key``)
+    and closure ``variant`` (``closure_key``)."""
+    base = (code,) + compiler.settings.key()
     key = base + (variant,)
     c = _CACHES.get(key)
     if c is None:
         if variant and _VARIANTS.get(base, 0) >= MAX_CLOSURE_VARIANTS:
-            return cache_for(code, compiler, fullgraph)
+            return cache_for(code, compiler)
         if variant:
             _VARIANTS[base] = _VARIANTS.get(base, 0) + 1
-        c = _CACHES[key] = FrameCache(code, compiler, fullgraph)
+        c = _CACHES[key] = FrameCache(code, compiler)
     return c
 
 

@@ -34,13 +34,19 @@ the wrapped backend's behaviour declares on itself after ``del wrapper.__wrapped
 is a class with the attribute.  Kiln's own wrappers that hand graphs to a backend (the
 recorders of ``kiln.explain``, the minifier and bisector, the bench) declare what it
 declares (``declare_like``), so a program runs under the same rules with them as without.
+
+A backend with a notion of torch.compile's ``mode`` and ``options`` (``inductor``)
+declares ``with_options``: ``with_options(mode, options) -> backend`` returns the backend
+that compiles under them, or raises ``ValueError`` naming what it does not accept
+(``options_hook``; the same rule for copied declarations).  ``kiln.compile`` refuses
+``mode``/``options`` for a backend without one.
 """
 from __future__ import annotations
 
 import torch.fx
 
 __all__ = ["FACTS", "runs_graph_as_is", "applies_input_mutations_last", "caches_compiled_graphs", "returned_as_is",
-           "declare_like"]
+           "declare_like", "options_hook"]
 
 FACTS = ("runs_graph_as_is", "applies_input_mutations_last", "caches_compiled_graphs")
 
@@ -92,3 +98,19 @@ def declare_like(wrapper, inner, facts=FACTS) -> None:
     for fact in facts:
         if fact == "runs_graph_as_is" and inner is None or inner is not None and _declares(inner, fact):
             setattr(wrapper, fact, True)
+
+
+def options_hook(backend):
+    """The backend's own ``with_options(mode, options)`` (see the module docstring), or None."""
+    try:
+        hook = getattr(backend, "with_options", None)
+        wrapped = getattr(backend, "__wrapped__", None)
+        own = "with_options" in getattr(backend, "__dict__", {}) or \
+            any("with_options" in vars(k) for k in type(backend).__mro__[:-1])
+        if not callable(hook) or not own:
+            return None     # a Mock's or a __getattr__'s answer declares nothing
+        if wrapped is not None and getattr(wrapped, "with_options", None) is hook:
+            return None     # copied by functools.wraps from the backend it wraps
+        return hook
+    except Exception:
+        return None

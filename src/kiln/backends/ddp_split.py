@@ -41,7 +41,7 @@ import torch.fx
 from torch.fx.passes.split_module import split_module
 
 from kiln.config import config
-from kiln.metrics import metrics
+from kiln.events import event
 
 __all__ = ["BucketLayout", "BucketSplittingBackend", "stage_of_nodes", "split_at_buckets"]
 
@@ -108,7 +108,7 @@ class _Stage(torch.nn.Module):
             try:
                 compiled = self._backend(self.graph_module, list(args))
             finally:
-                metrics.backend_seconds += time.perf_counter() - start
+                event("ddp_stage_compile", seconds=time.perf_counter() - start)
             if not callable(compiled):
                 raise TypeError(f"the backend returned a {type(compiled).__name__} for a DDP stage, not a callable")
             self._compiled = compiled
@@ -129,8 +129,7 @@ def split_at_buckets(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], ba
     names = [n.target for n in split.graph.nodes if n.op == "call_module"]
     for name in names:
         setattr(split, name, _Stage(getattr(split, name), backend))
-    metrics.ddp_split_graphs += 1
-    metrics.ddp_stages += len(names)
+    event("ddp_split", stages=len(names))
     return split.forward
 
 

@@ -15,9 +15,18 @@ aliasing behave as under ``aot_eager``.  Three adaptations:
   a variant per situation (training step, ``no_grad`` evaluation, ...).
 * The backward graph is compiled up front, so a failure there is a compile-time
   failure that Kiln's fallback policy can handle, not an error inside ``backward()``.
+
+``kiln.compile(..., backend="inductor", mode=..., options=...)`` has torch.compile's
+meaning: ``with_options`` (the hook of ``backends/contract.py``) turns the mode into
+inductor's settings with torch's own table (``torch._inductor.list_mode_options``),
+checks each option against inductor's config as torch.compile does, and returns an
+inductor backend that compiles under those settings.  ``fallback_random`` stays on (it
+is what keeps random ops drawing eager's numbers): turning it off is refused.
 """
 from __future__ import annotations
 
+import difflib
+import typing
 from typing import Any, Callable, Sequence
 
 import torch
@@ -31,6 +40,11 @@ from ..runtime.backward_reach import copy_graph
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
     """Compile ``gm`` with TorchInductor for the device its inputs are on."""
+    return _compile(gm, example_inputs, {})
+
+
+def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], settings: dict):
+    """``inductor``, with inductor's config patched by ``settings`` (``with_options``)."""
     refuse_redrawing_graph(gm, "inductor")
     try:
         # imported on first use: inductor takes ~2 s to import, paid only by its users
@@ -52,12 +66,66 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
             # the stream (dropout masks, later draws) is eager's; inductor's own RNG is not.
             # backward_pass_autocast="off": as in _aot.aot_compile
             with functorch_config.patch(force_non_lazy_backward_lowering=True, backward_pass_autocast="off"), \
-                    inductor_config.patch(fallback_random=True):
+                    inductor_config.patch({**settings, "fallback_random": True}):
                 return compile_fx(private, inputs, inner_compile=inner)
         except Exception as e:
             raise BackendError(f"inductor could not compile the graph: {type(e).__name__}: {first_line(e)}") from e
 
     return GradSpecialized(gm, example_inputs, compile_flat, "inductor")
+
+
+class ConfiguredInductor:
+    """The inductor backend under a mode and options (``with_options``)."""
+
+    __name__ = "inductor"
+    # what inductor declares (see the end of this module)
+    applies_input_mutations_last = True
+    caches_compiled_graphs = True
+
+    def __init__(self, settings: dict):
+        self.settings = settings
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):
+        return _compile(gm, example_inputs, self.settings)
+
+    def __repr__(self):
+        return f"<kiln inductor backend with {self.settings}>"
+
+
+def with_options(mode: str | None, options: dict) -> ConfiguredInductor:
+    """Inductor under torch.compile's ``mode`` and ``options`` (the module docstring);
+    ``ValueError`` naming what was passed and what is valid where torch.compile refuses."""
+    try:
+        # imported when a mode or options are asked for (see ``inductor``)
+        import torch._inductor as inductor_package
+        from torch._inductor import config as inductor_config  # (the same cost)
+    except Exception as e:  # pragma: no cover - depends on the torch build
+        raise BackendError(f"the inductor backend is not available in this PyTorch build: "
+                           f"{type(e).__name__}: {first_line(e)}") from e
+    settings: dict = {}
+    if mode not in (None, "default"):
+        modes = inductor_package.list_mode_options()
+        if mode not in modes:
+            raise ValueError(f"kiln.compile: mode={mode!r} is not one of inductor's modes: "
+                             f"{', '.join(map(repr, modes))}")
+        settings.update(inductor_package.list_mode_options(mode))
+    known = inductor_config.get_config_copy()
+    for key, value in options.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=3)
+            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+            raise ValueError(f"kiln.compile: options={{{key!r}: ...}}: inductor has no setting {key!r}{hint}; "
+                             f"torch._inductor.list_options() lists the {len(known)} it has")
+        expected = inductor_config.get_type(name)
+        if typing.get_origin(expected) is None and isinstance(expected, type) and not isinstance(value, expected):
+            raise ValueError(f"kiln.compile: options={{{key!r}: {value!r}}}: inductor's {name} is a "
+                             f"{type(known[name]).__name__}, got {type(value).__name__}")
+        if name == "fallback_random" and not value:
+            raise ValueError("kiln.compile: options={'fallback_random': False} is refused: Kiln runs inductor "
+                             "with fallback_random on, so random ops draw the numbers eager draws")
+        settings[name] = value
+    return ConfiguredInductor(settings)
 
 
 def _by_direction(forward: Callable, backward: Callable) -> Callable:
@@ -80,3 +148,4 @@ inductor.applies_input_mutations_last = True
 # compiled graphs are cached on disk (AOTAutograd's cache, the FX graph cache); both need
 # a shape environment in the tracing context (see capture/compile_frame._compile_graph)
 inductor.caches_compiled_graphs = True
+inductor.with_options = with_options

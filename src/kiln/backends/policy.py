@@ -34,10 +34,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from kiln import trace
 from kiln.config import config
+from kiln.events import event
 from kiln.exc import BackendError
-from kiln.metrics import metrics
 from kiln.runtime.fallback import BackendFallbackWarning, GraphCall, Where, describe, warn_fallback
 
 __all__ = ["BackendFallbackWarning", "compile_graph", "BACKEND_WRAPPERS"]
@@ -76,8 +75,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
         error = e
         return _fall_back(where, "while compiling", e, eager_forward)
     finally:
-        metrics.backend_seconds += time.perf_counter() - start
-        trace.backend_compile(graph_name, backend_name, time.perf_counter() - start, error)
+        event("backend_compile", graph=graph_name, backend_name=backend_name, seconds=time.perf_counter() - start,
+              error=error)
     if compiled is gm and type(gm).forward is eager_forward.__func__:
         compiled = eager_forward    # the graph module itself, not rewritten: its own forward
     if compiled == eager_forward or inputs_change_last:

@@ -2,8 +2,11 @@
 
 The glue calls the compiled graph with the frame's tensors, rebuilds the return
 value from graph outputs and sources, and replays pending Python side effects.
-It is emitted as source text (printable with ``KILN_LOGS=code``), compiled with
-``exec`` into a function with the frame's own signature.
+It is emitted as source text (printable with ``KILN_LOGS=code``).  ``Codegen.entry_code``
+puts it together with the guard function and its twins (``guards.GuardCodegen``) into
+one ``GeneratedCode``: the sources, the objects they refer to, which function is which
+and a line map; ``GeneratedCode.load`` is the one place generated entry code is
+compiled with ``exec``, into functions with the frame's own signature.
 """
 from __future__ import annotations
 
@@ -11,12 +14,18 @@ import inspect
 import itertools
 import math
 import types
+from dataclasses import dataclass
 
 import torch
+from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
 
 from ..exc import Unsupported
-from ..runtime.outputs import named_like_eager, not_a_view, rebuild_view, view_of_detached
+from ..runtime.fallback import GraphCall, InputSnapshot, RngSnapshot, run_frame_as_python
+from ..runtime.outputs import gradients_through_reached_outputs, named_like_eager, not_a_view, rebuild_view, \
+    view_of_detached
+from .graph_outputs import mutated_inputs, output_reach
 from .graph_outputs import storage_key as storage
+from .guards import GuardCodegen
 from .sources import Namespace
 from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
 from .values.base import Value
@@ -27,6 +36,53 @@ from .values.tensor import TensorValue
 _LITERAL_TYPES = (int, str, bool, type(None), bytes)
 
 
+@dataclass
+class GraphForGlue:
+    """What the glue needs of a frame's graph once it is built (``compile_frame``).
+
+    ``needed``: the values the glue reads from the graph's outputs (``___o[i]``, in that
+    order); ``bases`` and ``dead``: extra outputs after them (bases of views, outputs only
+    so that their ops run: ``graph_outputs.extra_outputs``); ``live``: ``(placeholder,
+    source, example)`` per graph input passed; ``gm``: None when there is no graph."""
+
+    gm: object
+    op_count: int
+    needed: list
+    bases: list
+    dead: list
+    live: list
+
+
+@dataclass
+class GeneratedCode:
+    """One cache entry's functions as Python source, and all that the source refers to.
+
+    ``names``: role (guard, explain, gather, glue) -> function name; ``line_map``: glue
+    source line -> the user's code that line stands for (``file:line``: the frame for
+    the graph call, the break's location for the step call); ``defaults``: the user
+    function's ``(__defaults__, __kwdefaults__)``, which every generated function
+    shares since they have the frame's own signature."""
+
+    name: str
+    guard_source: str
+    twin_source: str          # the guard's explain and gather twins
+    glue_source: str
+    globals: dict
+    names: dict
+    line_map: dict
+    defaults: tuple
+
+    def load(self) -> dict:
+        """The functions, by role: the one place generated entry code is executed."""
+        namespace = dict(self.globals)
+        exec(compile(self.guard_source + "\n" + self.twin_source, f"<kiln guards {self.name}>", "exec"), namespace)
+        exec(compile(self.glue_source, f"<kiln glue {self.name}>", "exec"), namespace)
+        functions = {role: namespace[name] for role, name in self.names.items()}
+        for f in functions.values():
+            f.__defaults__, f.__kwdefaults__ = self.defaults
+        return functions
+
+
 class Codegen:
     def __init__(self, state, output_nodes_index: dict):
         self.state = state
@@ -35,6 +91,110 @@ class Codegen:
         self._memo: dict[int, str] = {}
         self._out_index = output_nodes_index   # id(TensorValue) -> index into ___o
         self._counter = 0
+        self._marks: dict[int, str] = {}       # index into lines -> user location (the line map)
+
+    # -- the glue of an entry, in order ------------------------------------------------------
+    def mark(self, location: str | None) -> None:
+        """The next line stands for the user's code at ``location`` (``GeneratedCode.line_map``)."""
+        if location:
+            self._marks[len(self.lines)] = location
+
+    def graph_call(self, graph: GraphForGlue, compiled, handoff: list, *, mutations_last: bool, as_is: bool,
+                   code, random: bool) -> None:
+        """Call the compiled graph with its inputs (handed over by the guard where it read
+        them) and fix its outputs up so that they behave as eager's.  ``mutations_last``:
+        the backend changes inputs only after every op ran (nothing to watch if it raises);
+        ``as_is``: it runs the graph as it is (not one autograd node); ``random``: the graph
+        draws random numbers (the generator is put back before a re-run as Python)."""
+        live = graph.live
+        graph_ref = self.ref(compiled)
+        input_expr = {s: f"___pre[{handoff.index(s)}]" if s in handoff else self.source_expr(s) for _, s, _ in live}
+        inputs = ", ".join(input_expr[s] for _, s, _ in live)
+        if handoff and handoff == [s for _, s, _ in live]:
+            inputs = "*___pre"      # every input was handed over, in order
+        assign = "___o = " if graph.needed or graph.bases or graph.dead else ""
+        mutated = set() if mutations_last else mutated_inputs([n for n, _, _ in live])
+        self.mark(f"{code.co_filename}:{code.co_firstlineno}")
+        if mutated is None:             # an input without a version counter may change
+            self.lines.append(f"{assign}{graph_ref}({inputs})")     # (a GraphCall re-runs the graph alone)
+        else:
+            watched = [input_expr[s] for n, s, _ in live if n in mutated]
+            # a GraphCall's first call falls back through it, which also watches every input
+            run, handler = (f"{graph_ref}.run", f"{graph_ref}.failed") if isinstance(compiled, GraphCall) else \
+                (graph_ref, self.ref(run_frame_as_python))
+            self._guarded_graph_call(f"{assign}{run}({inputs})", handler, code, self.state._initial_grad_mode,
+                                     random, watched, snapshot=not self.state.side_effects.is_empty())
+        self._output_fixups(graph, inputs, one_node=not as_is)
+
+    def _guarded_graph_call(self, call: str, handler: str, code, grad_mode: bool, random: bool, watched: list,
+                            snapshot: bool):
+        """The graph call inside ``try``: if the graph raises, ``handler`` runs the frame as
+        Python from its start (``runtime.fallback``), so eager's side effects before the
+        failing op happen.
+        ``watched``: inputs the graph changes in place as it runs (a backend that runs it op by
+        op); their versions are read before the call, and if one moved before the error the
+        frame cannot be re-run (the change would apply twice): they are put back from copies
+        when ``snapshot`` (the frame has Python side effects the error would otherwise lose)
+        and they do not require grad; else the error is raised."""
+        if random:
+            self.lines.append(f"___rng = {self.ref(RngSnapshot)}()")
+        versions = "(" + "".join(f"{w}._version, " for w in watched) + ")"
+        if watched:
+            self.lines.append(f"___versions = {versions}")
+            if snapshot:
+                self.lines.append(f"___inputs = {self.ref(InputSnapshot)}({', '.join(watched)})")
+        self.lines += ["try:", f"    {call}", "except Exception as ___graph_error:"]
+        if watched:
+            restored = " and not ___inputs.restore()" if snapshot else ""
+            self.lines += [f"    if {versions} != ___versions{restored}:",
+                           "        raise    # an input was already changed in place: not re-run"]
+        self.lines += ["    # the graph raised: the frame runs as Python, with eager's side effects and error",
+                       f"    return {handler}(___graph_error, {grad_mode}, "
+                       f"{'___rng' if random else 'None'}, lambda: ___fn({render_call_args(code)}))"]
+
+    def _output_fixups(self, graph: GraphForGlue, inputs: str, one_node: bool):
+        """The glue after the graph call: outputs behave as eager's (``runtime.outputs``).
+        ``one_node``: the backend may make the graph one autograd node (it is not known to
+        run the graph as it is)."""
+        needed, live = graph.needed, graph.live
+        fakes = [v.fake if isinstance(v, TensorValue) else None for v in needed] + \
+            [n.meta["example_value"] for n in graph.bases]
+        if graph.dead:       # outputs only so that their ops run: freed now, as eager frees them
+            self.lines.append(f"___o = ___o[:{len(fakes)}]")
+        input_fakes = [n.meta.get("example_value") for n, _, _ in live]
+        listed = self.realias_outputs(fakes, self.non_view_outputs(fakes, input_fakes))
+        listed = self.views_of_input_aliases(fakes, input_fakes, [self.source_expr(s) for _, s, _ in live], listed)
+        reach = output_reach(fakes[:len(needed)], input_fakes)
+        if one_node and reach is not None:
+            self.lines.append(f"{self.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "
+                              f"{self.ref(reach)})")
+        self.name_grad_fns_like_eager(fakes, len(needed), input_fakes, listed)
+
+    def return_value(self, result: Value) -> None:
+        """The end of a frame that returns: its value, then the side effects, then return."""
+        self.lines.append(f"___ret = {self.expr(result)}")
+        self.side_effect_lines()
+        self.lines.append("return ___ret")
+
+    def entry_code(self, name: str, fn, handoff: list, dynamic: bool) -> GeneratedCode:
+        """The glue written so far (ending in a return) with the guard function and its twins,
+        as one ``GeneratedCode`` for entry ``name`` of ``fn``.  ``handoff``: what the guard
+        hands the glue (``handoff_sources``); ``dynamic``: the guards may call sympy's
+        functions (symbolic sizes)."""
+        code = fn.__code__
+        params = render_params(code)
+        glue_source = f"def ___glue_{name}(___pre, {params}):\n" + "".join(f"    {l}\n" for l in self.lines)
+        guard_gen = GuardCodegen(self.state.guards, params)
+        guard_source = guard_gen.source(f"___guard_{name}", handoff)
+        twin_source = (guard_gen.explain_source(f"___explain_{name}") + "\n"
+                       + guard_gen.gather_source(f"___gather_{name}", handoff))
+        namespace = dict(self.ns.values)
+        if dynamic:
+            namespace.update(SYMPY_INTERP)   # names the rendered shape guards may call
+        names = {role: f"___{role}_{name}" for role in ("guard", "explain", "glue", "gather")}
+        line_map = {index + 2: where for index, where in self._marks.items()}   # line 1 is the def
+        return GeneratedCode(name, guard_source, twin_source, glue_source, namespace, names, line_map,
+                             (fn.__defaults__, fn.__kwdefaults__))
 
     # -- expressions ---------------------------------------------------------------------
     def ref(self, obj) -> str:
@@ -316,6 +476,14 @@ class Codegen:
         for fn, args in se.calls:
             writes.append(f"{hold(self.expr(fn))}({', '.join(hold(self.expr(a)) for a in args)})")
         self.lines.extend(writes)
+
+
+def handoff_sources(live: list, guards) -> list:
+    """Graph inputs whose values the guard function reads anyway (every tensor input has
+    a tensor guard): the guard returns them and the glue passes them on, instead of
+    walking each ``self._modules[...]._parameters[...]`` chain a second time per call."""
+    guarded = guards.sources()
+    return list(dict.fromkeys(s for _, s, _ in live if s in guarded))
 
 
 def _traced_setattr(obj_value) -> bool:

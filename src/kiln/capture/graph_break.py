@@ -11,6 +11,7 @@ import sys
 import types
 from typing import Callable, Protocol
 
+from ..compile_settings import CompileSettings
 from ..exc import Unsupported
 from ..runtime import caches
 from ..runtime.callees import CalleeCompiler, has_hooks
@@ -32,10 +33,8 @@ class FrameCompiler(Protocol):
     an object with this interface into ``compile_frame.capture`` (``kiln.api.Compiler``).
     """
 
-    backend: Callable        # the user's backend (caches are keyed by it)
-    graph_backend: Callable  # what captured graphs are compiled with (the backend, maybe wrapped)
-    backend_name: str
-    dynamic: bool | None   # kiln.compile's dynamic=: the policy of every frame compiled with it
+    settings: CompileSettings   # the kiln.compile call's: backend, fullgraph, dynamic, mode, options
+    graph_backend: Callable     # what captured graphs are compiled with (the backend, maybe wrapped)
 
     def compile_function(self, fn: types.FunctionType) -> Callable:
         """``fn`` wrapped so that its calls are captured and cached."""
@@ -142,6 +141,25 @@ class BreakPlan:
 
     def values(self) -> list:
         return self.at.order([v for v in self.stack_values if not isinstance(v, NullValue)], self.local_values)
+
+    def write_glue_end(self, cg, fn) -> None:
+        """The end of the glue at this break: the values the step takes, the side effects,
+        then the call of the step function (``step_factory``) that runs the breaking
+        instruction as Python and goes on in a continuation."""
+        args = [cg.expr(v) for v in self.values()]
+        cg.lines.append(f"___args = ({''.join(a + ', ' for a in args)})")
+        cg.side_effect_lines()
+        step = cg.ref(self.step_factory(fn))
+        closure = "___fn.__closure__"
+        if self.cells:
+            cells = ", ".join(cg.cell(c) for c in self.cells)
+            closure = f"(___fn.__closure__ or ()) + ({cells},)"
+        where = self.reason.location or "?"
+        reason = " ".join(self.reason.reason.split())   # one comment line, whatever the message holds
+        cg.lines += [f"# graph break at {where}: {reason}",
+                     f"# {self.ins.opname} runs as Python, then the frame resumes compiled"]
+        cg.mark(self.reason.location)
+        cg.lines.append(f"return {step}({closure})(*___args)")
 
     def step_factory(self, fn) -> StepFactory:
         """What the glue calls at the break (``runtime.steps``), with the code objects built

@@ -24,7 +24,7 @@ def has_hooks(mod: torch.nn.Module) -> bool:
                 or g._global_forward_pre_hooks or g._global_backward_hooks or g._global_backward_pre_hooks)
 
 
-# (id(callee), id(backend)) -> (callee, its compiled version)
+# (id(callee), *CompileSettings.key()) -> (callee, its compiled version)
 _CALLEE_MEMO: dict = caches.register_dict("runtime.callees.compiled_callees", {})
 
 
@@ -38,7 +38,7 @@ class CalleeCompiler:
     def __call__(self, obj):
         if isinstance(obj, torch.nn.Module) and has_hooks(obj):
             return obj    # hooks may be added after the first call: checked every time
-        key = (id(obj), id(self.compiler.backend))
+        key = (id(obj),) + self.compiler.settings.key()
         hit = _CALLEE_MEMO.get(key)
         if hit is not None and hit[0] is obj:
             return hit[1]

@@ -48,10 +48,9 @@ from typing import Callable
 
 import torch
 
-from .. import trace
 from ..config import config
+from ..events import event
 from ..exc import BackendError
-from ..metrics import metrics
 
 
 class BackendFallbackWarning(UserWarning):
@@ -81,9 +80,8 @@ def describe(error: BaseException, limit: int = 300) -> str:
 
 
 def warn_fallback(where: Where, when: str, error: Exception) -> None:
-    """Count, trace and warn (one line) that ``where``'s graph runs eagerly after ``error``."""
-    metrics.backend_fallbacks += 1
-    trace.backend_fallback(where.graph, where.backend, when, error)
+    """Report (``kiln.events``) and warn (one line) that ``where``'s graph runs eagerly after ``error``."""
+    event("backend_fallback", graph=where.graph, backend_name=where.backend, when=when, error=error)
     warnings.warn(
         f"kiln: {where} failed {when}; running that graph eagerly ({describe(error)}). "
         f"Set kiln.config.raise_on_backend_error = True to raise instead.",
