@@ -342,7 +342,18 @@ def _hash(tx, args, kwargs):
         key = key_of(args[0], tx)
         if isinstance(key, TracedKey):
             return const(hash(key))
+        tp = _python_type_or_none(args[0])
+        if tp is not None and tp.__hash__ is object.__hash__:
+            # an identity hash of an object made or read in the frame is a fact of the run
+            raise Unsupported(f"hash() of {args[0].describe()}: it hashes by identity (a run-time id)")
     return _fold(hash)(tx, args, kwargs)
+
+
+def _python_type_or_none(v):
+    try:
+        return v.python_type()
+    except Exception:   # noqa: BLE001 - a Value that cannot say its type
+        return None
 
 
 

@@ -458,7 +458,8 @@ class DictViewValue(Value):
         raise Unsupported(f"dict_{self.kind}.{name} is not supported")
 
     def reconstruct(self, cg):
-        return f"{cg.expr(self.d)}.{self.kind}()"
+        # one view object however often the frame refers to it (``v is v``, identity hashes)
+        return cg.new_object(self, f"{cg.expr(self.d)}.{self.kind}()")
 
 
 class SliceValue(Value):

@@ -35,6 +35,7 @@ import math
 
 from ...exc import Unsupported
 from ...runtime.objects import replay_set
+from ..operator_table import BINARY_OPS, COMPARE_OPS
 from .base import ConstantValue, Value, builtin_instance_attr, const, raise_python, type_name
 from .keys import TracedKey, key_of, set_items
 
@@ -436,8 +437,8 @@ def apply_real(tx, s: SetValue, method: str, args: list) -> Value:
     return const(result)
 
 
-_SYMBOLS = {"or_": "|", "and_": "&", "sub": "-", "xor": "^", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-            "eq": "==", "ne": "!="}
+# an operator function's symbol, from the one operator table (any operator may reach here)
+_SYMBOLS = {fn.__name__: sym for sym, fn in (*BINARY_OPS.items(), *COMPARE_OPS.items())}
 
 
 def binary(tx, fn, a: Value, b: Value, suffix: str = ""):
