@@ -4,12 +4,13 @@ Public API only; the machinery lives in the submodules.
 """
 from __future__ import annotations
 
-from .capture import opcodes as _opcodes
+# past capture's face on purpose: the version check must run before capture is imported
+from .capture.basics import opcodes as _opcodes
 
 if not _opcodes.supported():  # pragma: no cover - checked on import
     raise ImportError(
         f"Kiln supports CPython {', '.join('%d.%d' % v for v in _opcodes.SUPPORTED_VERSIONS)} "
-        f"(its bytecode facts are a table per version, kiln/capture/opcodes.py); "
+        f"(its bytecode facts are a table per version, kiln/capture/basics/opcodes.py); "
         f"this is Python {_opcodes.RUNNING[0]}.{_opcodes.RUNNING[1]}"
     )
 

@@ -21,22 +21,20 @@ import weakref
 import torch
 
 from . import backends as _backends
-from .backends.ddp_split import BucketSplittingBackend
-from .backends.contract import options_hook
+from .backends import BucketSplittingBackend, options_hook
 from .cache import cache_for, closure_key
 from .compile_settings import TORCH_COMPILE_MODES, CompileSettings, freeze_options
 from .distributed.ddp import active_bucket_layout
 from .distributed.module_state import share_module_state
 from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
 from .metrics import metrics
-from .runtime import caches
-from .runtime.callees import has_hooks
+from .runtime import caches, has_hooks
 
 
 class Compiler:
     """One ``kiln.compile`` call's settings, and how Kiln compiles further frames under them.
 
-    The capture layer receives this object (see ``capture.graph_break.FrameCompiler``)
+    The capture layer receives this object (see ``capture.frames.graph_break.FrameCompiler``)
     so that a graph break's continuations and the callee of a breaking call become
     compiled frames of their own without capture importing this module.
     """

@@ -14,8 +14,7 @@ import time
 import types
 import warnings
 
-from .capture.compile_frame import capture
-from .capture.dynamism import ShapePolicy
+from .capture import capture, ShapePolicy
 from .config import config
 from .events import event, later
 from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported

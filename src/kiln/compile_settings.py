@@ -3,7 +3,7 @@
 ``backend``, ``fullgraph``, ``dynamic``, ``mode`` and ``options`` decide how every frame
 compiled under that call is captured and compiled, so they travel together: from
 ``kiln.compile`` through ``api.Compiler`` to the frame caches (``cache.cache_for``) and
-the capture (``capture.compile_frame``), and to the frames a graph break makes.  Two
+the capture (``capture.frames.compile_frame``), and to the frames a graph break makes.  Two
 compiled functions share cache entries exactly when their settings have the same
 ``key()``, the one place that key is built.
 

@@ -50,7 +50,7 @@ def is_disabled(fn) -> bool:
 
 # -- dynamic dimensions ------------------------------------------------------------------
 # Marks live on the tensor object; the next capture that reads the tensor honours them
-# (see capture/dynamism.py).  torch._dynamo's own marks (``_dynamo_dynamic_indices``,
+# (see capture/basics/dynamism.py).  torch._dynamo's own marks (``_dynamo_dynamic_indices``,
 # set by ``torch._dynamo.mark_dynamic``) are honoured too, so code written for
 # torch.compile keeps working.
 

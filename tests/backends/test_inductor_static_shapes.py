@@ -19,7 +19,7 @@ import torch.nn as nn
 
 import kiln
 from kiln.backends import _aot
-from kiln.capture.compile_frame import static_fake_mode
+from kiln.capture.frames.compile_frame import static_fake_mode
 
 
 def _symbolic(value) -> bool:

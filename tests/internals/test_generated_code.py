@@ -5,7 +5,7 @@ import cProfile
 import torch
 
 import kiln
-from kiln.capture import resume
+from kiln.capture.frames import resume
 
 
 def wrapper_like(x, flag=True):

@@ -1,4 +1,4 @@
-"""The version table (kiln/capture/opcodes.py) covers every opcode of the running CPython.
+"""The version table (kiln/capture/basics/opcodes.py) covers every opcode of the running CPython.
 
 Each opcode ``dis.opmap`` lists is either handled (a handler in capture/handlers) or
 named unsupported with a reason (the graph break's message); no row is both, and every
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dis
 
-from kiln.capture.handlers import HANDLERS
-from kiln.capture.opcodes import HAS_ARG, LAYOUT, OPS, ROWS, RUNNING, SUPPORTED_VERSIONS
+from kiln.capture.semantics.handlers import HANDLERS
+from kiln.capture.basics.opcodes import HAS_ARG, LAYOUT, OPS, ROWS, RUNNING, SUPPORTED_VERSIONS
 
 
 def test_every_opcode_is_handled_or_named_unsupported():

@@ -32,8 +32,8 @@ def test_reset_empties_every_registered_cache():
     filled = {name for name, size in caches.sizes().items() if size}
     # the frame caches, the decoded bytecode, the breaks' liveness and loops, and the
     # continuations' probes, at least, were filled by those calls
-    assert {"cache.frame_caches", "capture.interpreter.decoded", "capture.graph_break.liveness",
-            "capture.graph_break.loops", "capture.resume.probed_iterators"} <= filled, filled
+    assert {"cache.frame_caches", "capture.interpreter.decoded", "capture.frames.graph_break.liveness",
+            "capture.frames.graph_break.loops", "capture.frames.resume.probed_iterators"} <= filled, filled
     kiln.reset()
     assert not any(caches.sizes().values()), caches.sizes()
     assert compiled._kiln_cache.stale          # a compiled function looks its cache up again
@@ -43,5 +43,5 @@ def test_reset_empties_every_registered_cache():
 
 def test_every_kiln_cache_is_registered_under_its_owners_name():
     modules = {name.rsplit(".", 1)[0] for name in caches.registered()}
-    assert {"api", "cache", "capture.interpreter", "capture.graph_break", "capture.resume",
+    assert {"api", "cache", "capture.interpreter", "capture.frames.graph_break", "capture.frames.resume",
             "runtime.callees", "runtime.outputs"} <= modules

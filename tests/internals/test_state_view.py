@@ -5,7 +5,7 @@ import pathlib
 import re
 import typing
 
-from kiln.capture.state import CaptureState
+from kiln.capture.semantics.state import CaptureState
 from kiln.capture.values.base import CaptureStateView, Tracer
 
 

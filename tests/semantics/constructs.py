@@ -3,7 +3,7 @@
 * every callable Kiln models by hand (the ``BUILTINS`` table of ``values/builtins.py``,
   which takes in the itertools, operator-object, deque and weakref tables), each with
   one or more calls written in ``CALLS`` below;
-* every operator of ``capture/operator_table.py`` (``BINARY_OPS``, ``INPLACE_OPS``,
+* every operator of ``capture/basics/operator_table.py`` (``BINARY_OPS``, ``INPLACE_OPS``,
   ``COMPARE_OPS``), as the bytecode a user writes;
 * every public method of the container types Kiln models as values of its own
   (``CONTAINER_TYPES``), each called with the arguments in ``METHOD_ARGS``;
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kiln.capture.operator_table import BINARY_OPS, COMPARE_OPS, INPLACE_OPS, UNARY_OPS
+from kiln.capture.basics.operator_table import BINARY_OPS, COMPARE_OPS, INPLACE_OPS, UNARY_OPS
 from kiln.capture.values.builtins import BUILTINS
 
 U = ("fn(v)",)

@@ -31,7 +31,7 @@ from torch._guards import TracingContext, tracing
 
 from kiln.exc import BackendError
 
-from ..runtime.backward_reach import NodeWatch, backwards_made_by, boxed, reach_aware
+from ..runtime import NodeWatch, backwards_made_by, boxed, reach_aware
 from .random_draws import redrawn_by_trace
 
 #: Functions ``wrap(compiler, backend_name, which) -> compiler`` applied in order to the

@@ -35,7 +35,7 @@ import torch.fx
 from kiln.exc import BackendError
 
 from ._aot import GradSpecialized, first_line, refuse_redrawing_graph, wrap_inner_compiler
-from ..runtime.backward_reach import copy_graph
+from ..runtime import copy_graph
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]):

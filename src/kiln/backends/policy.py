@@ -37,7 +37,7 @@ import torch
 from kiln.config import config
 from kiln.events import event
 from kiln.exc import BackendError
-from kiln.runtime.fallback import BackendFallbackWarning, GraphCall, Where, describe, warn_fallback
+from kiln.runtime import BackendFallbackWarning, GraphCall, Where, describe, warn_fallback
 
 __all__ = ["BackendFallbackWarning", "compile_graph", "BACKEND_WRAPPERS"]
 

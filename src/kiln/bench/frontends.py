@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import torch
 
 from .. import api
-from ..backends.registry import list_backends, lookup
+from ..backends import list_backends, lookup
 from ..cache import KilnWarning
 from ..exc import KilnError
 from ..metrics import metrics

@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from ..backends.contract import declare_like
+from ..backends import declare_like
 
 
 class GraphRecorder:

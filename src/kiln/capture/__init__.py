@@ -1,1 +1,6 @@
 """Bytecode -> torch.fx capture: the symbolic interpreter and what it produces."""
+
+# --- the package's face: what the layers above import from it ---
+from .basics import ShapePolicy  # noqa: F401
+from .frames import capture  # noqa: F401
+# --- end of the face ---

@@ -10,22 +10,15 @@ import linecache
 
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from .graph import data_dependent_expr
-from .guards import literal
+from .basics import data_dependent_expr, literal
 from ..config import config
 from ..exc import Unsupported
 from ..runtime import caches
-from . import operators
-from .handlers import HANDLERS
+from .semantics import HANDLERS, operators
 from .hops import subgraph
-from .instructions import (CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode,
-                           exception_table, index_at_offset)
-from .opcodes import ROWS
-from .sources import GlobalSource
-from .values import builder
-from .values.base import TracedException, Value, const
-from .values.exceptions import ExceptionValue
-from .values.generators import GeneratorValue
+from .basics import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode, exception_table, index_at_offset
+from .basics import GlobalSource, ROWS
+from .values import builder, const, ExceptionValue, GeneratorValue, TracedException, Value
 
 _DECODED: dict = caches.register_dict("capture.interpreter.decoded", {})   # code -> instructions
 _EXC_TABLES: dict = caches.register_dict("capture.interpreter.exception_tables", {})   # code -> its table

@@ -16,10 +16,8 @@ from . import auto_repro
 from .accuracy import AccuracyReport, TensorError, compare, fp64_copy
 from .aliasing import CallRecord, aliasing_of, compare_aliasing, record_call
 from .behaviour import BehaviourReport, check_same_behaviour
-from .bisect import BisectResult
-from .bisect import bisect as _bisect_fn
-from .minify import MinifyResult
-from .minify import minify as _minify_fn
+from .bisect import bisect as _bisect_fn, BisectResult
+from .minify import minify as _minify_fn, MinifyResult
 
 __all__ = [
     "AccuracyReport", "TensorError", "compare", "fp64_copy",

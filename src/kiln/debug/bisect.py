@@ -32,9 +32,7 @@ import torch
 import torch.fx
 from torch.fx.passes.split_module import split_module
 
-from ..backends import lookup
-from ..backends._aot import GradSpecialized, boxed, tuple_output_graph
-from ..backends.contract import declare_like
+from ..backends import boxed, declare_like, GradSpecialized, lookup, tuple_output_graph
 from ..fx_ops import op_nodes
 from .record import ArgTemplate, RecordingBackend, compare_runs, run_end_to_end
 

@@ -7,17 +7,13 @@ fails, 1 if a culprit was found.
 from __future__ import annotations
 
 from .bisect import bisect
-from .minify_command import Progress, load, resolve_backend
+from .minify_command import Progress, add_failure_arguments, load, resolve_backend
 
 HELP = "bisect a backend failure to the first graph and node that break the result"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("target", metavar="SCRIPT.py:NAME", help="a script and the function or module in it")
-    parser.add_argument("--backend", required=True, help="a registered backend name or module:attr")
-    parser.add_argument("--training", action="store_true", help="also compare gradients (backward pass)")
-    parser.add_argument("--no-accuracy", dest="accuracy", action="store_false",
-                        help="only look for backend errors, not wrong values")
+    add_failure_arguments(parser)
 
 
 def run(args) -> int:

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .. import api, backends, cache
-from ..backends.contract import declare_like
+from ..backends import declare_like
 from ..fx_ops import op_name, op_nodes
 from ..metrics import metrics
 

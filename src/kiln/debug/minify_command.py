@@ -11,18 +11,23 @@ from typing import Any, Callable
 
 from ..cli import UsageError
 from .minify import minify
-from .script_target import TargetError, load_target
-from .script_target import resolve_backend as script_resolve_backend
+from .script_target import load_target, resolve_backend as script_resolve_backend, TargetError
 
 HELP = "minify a backend failure (error or accuracy) to a small standalone repro script"
 
 
-def add_arguments(parser) -> None:
+def add_failure_arguments(parser) -> None:
+    """What ``kiln minify`` and ``kiln bisect`` both take: the target, the backend under
+    suspicion and what counts as failing."""
     parser.add_argument("target", metavar="SCRIPT.py:NAME", help="a script and the function or module in it")
     parser.add_argument("--backend", required=True, help="a registered backend name or module:attr")
     parser.add_argument("--training", action="store_true", help="also compare gradients (backward pass)")
     parser.add_argument("--no-accuracy", dest="accuracy", action="store_false",
                         help="only look for backend errors, not wrong values")
+
+
+def add_arguments(parser) -> None:
+    add_failure_arguments(parser)
     parser.add_argument("--out-dir", default=None, help="where to write the repro (default: ./kiln_repros)")
     parser.add_argument("--time-limit", type=float, default=150.0, help="seconds for shrinking (default: 150)")
 

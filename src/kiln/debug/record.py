@@ -27,7 +27,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from .. import api
-from ..backends.contract import declare_like
+from ..backends import declare_like
 from ..fx_ops import count_ops
 from ..comparison import parts as children
 from .accuracy import AccuracyReport, compare, fp64_copy

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..backends.registry import list_backends
+from ..backends import list_backends
 
 #: for --help texts
 INPUTS_HELP = ("NAME is called with the arguments returned by NAME_inputs() (or example_inputs()) if the "

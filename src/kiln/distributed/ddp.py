@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from ..backends.ddp_split import BucketLayout
+from ..backends import BucketLayout
 
 
 def _ddp_class():

@@ -21,3 +21,35 @@ library, torch, Kiln's foundation modules (``exc``, ``config``, ``metrics``,
 Compile-time code passes in what a run-time object needs (code objects, callbacks)
 instead of this package reaching up for it.
 """
+
+# --- the package's face: what the layers above import from it ---
+from .backward_reach import NodeWatch, backwards_made_by, boxed, copy_graph, reach_aware  # noqa: F401
+from .callees import CalleeCompiler, has_hooks  # noqa: F401
+from .contexts import (  # noqa: F401
+    autocast_state,
+    entered_autocast_exit,
+    entered_grad_exit,
+    entered_inference_exit,
+    no_exit,
+)
+from .fallback import (  # noqa: F401
+    BackendFallbackWarning,
+    GraphCall,
+    InputSnapshot,
+    RngSnapshot,
+    Where,
+    describe,
+    run_frame_as_python,
+    warn_fallback,
+)
+from .iterators import REBUILDERS, SEQUENCE_ITERATORS, advanced, remaining_items  # noqa: F401
+from .objects import rebuild_exception, replay_set  # noqa: F401
+from .outputs import (  # noqa: F401
+    gradients_through_reached_outputs,
+    named_like_eager,
+    not_a_view,
+    rebuild_view,
+    view_of_detached,
+)
+from .steps import LoopExit, StepFactory  # noqa: F401
+# --- end of the face ---

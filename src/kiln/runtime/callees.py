@@ -30,7 +30,7 @@ _CALLEE_MEMO: dict = caches.register_dict("runtime.callees.compiled_callees", {}
 
 class CalleeCompiler:
     """Wraps a callee with kiln.compile at run time, memoised per callee object.
-    ``compiler``: the compile-time side's (``capture.graph_break.FrameCompiler``)."""
+    ``compiler``: the compile-time side's (``capture.frames.graph_break.FrameCompiler``)."""
 
     def __init__(self, compiler):
         self.compiler = compiler

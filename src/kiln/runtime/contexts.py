@@ -6,7 +6,7 @@ enters the context again before handing over and passes its ``__exit__`` on
 ``no_exit`` for a context with nothing to undo).  An entry traced under autocast is
 valid only under the same autocast settings, which its guard reads on every call
 (``autocast_state``).  Which of these an entry calls is decided at compile time
-(``capture.values.contexts``, ``capture.guards``).
+(``capture.values.contexts``, ``capture.basics.guards``).
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Fix-ups the glue applies to a compiled graph's outputs, on every call, so that they
 behave as eager's.
 
-Which fix-ups an entry needs is decided at compile time (``capture.graph_outputs`` and
-``capture.codegen`` compare the trace's fake outputs with what a backend may return);
+Which fix-ups an entry needs is decided at compile time (``capture.frames.graph_outputs`` and
+``capture.frames.codegen`` compare the trace's fake outputs with what a backend may return);
 the glue then calls these functions on the real outputs, each behind a cheap check
 written into the glue (``if ___o[0]._is_view(): ...``), so an output that is already
 right costs one attribute read:
@@ -90,7 +90,7 @@ def gradients_through_reached_outputs(outputs, inputs, reach) -> None:
     per-op graph does: unreached outputs count as zeros in the node's backward, which
     would give inputs only they reach zero gradients (eager: ``.grad`` stays None).
     ``reach``: ``((output index, input positions it reaches), ...)``, worked out at compile
-    time from the trace (``capture.graph_outputs.output_reach``).
+    time from the trace (``capture.frames.graph_outputs.output_reach``).
 
     A pre-hook on the node notes which of its outputs got a gradient; a hook after it
     drops the gradients of inputs none of those outputs reaches.  Nothing is done when

@@ -5,7 +5,7 @@ At a break the glue calls ``StepFactory(closure)(*values)``: a *step function* (
 the frame's code that runs the breaking instruction as Python) bound to the
 *continuations* it calls where that instruction continues (copies of the code that
 resume there, each compiled as a frame of its own).  The code objects are built at
-compile time (``capture.resume``, ``capture.graph_break.BreakPlan``) and handed in; here
+compile time (``capture.frames.resume``, ``capture.frames.graph_break.BreakPlan``) and handed in; here
 only function objects are made, once per closure, and the continuations are compiled
 through the callback the compile-time side passes (``kiln.api.Compiler``), so this
 module imports nothing above Kiln's foundation.
@@ -23,7 +23,7 @@ class LoopExit:
     """An exit of a step function that resumes inside ``for`` loops: how to get the
     continuation for a number of run-out loops (``continuation(exhausted) -> code``) and
     whether that copy's entries read the next loop's iterator (``reads(exhausted)``; see
-    ``LoopExitPicker``).  Both are compile-time callbacks (``capture.graph_break``)."""
+    ``LoopExitPicker``).  Both are compile-time callbacks (``capture.frames.graph_break``)."""
 
     __slots__ = ("continuation", "reads")
 

@@ -23,10 +23,8 @@ from torch._higher_order_ops.wrap import tag_activation_checkpoint
 
 from ...exc import Unsupported
 from ...runtime import caches
-from ..values.base import ConstantValue, TracedException, Value
-from ..values.containers import DictValue, TupleValue
-from ..values.contexts import GradModeWrappedFunction
-from ..values.tensor import TensorValue, graph_call
+from ..values import ConstantValue, DictValue, GradModeWrappedFunction, TracedException, TupleValue, Value
+from ..values import TensorValue, graph_call
 from .control_flow import HopFunctionValue
 from .scope import HopBodyMutation
 from .subgraph import emit, outer_outputs

@@ -13,9 +13,7 @@ from torch._higher_order_ops.scan import scan_op
 from torch._higher_order_ops.while_loop import while_loop_op
 
 from ...exc import Unsupported
-from ..values.base import ConstantValue, Value
-from ..values.containers import ListValue, TupleValue
-from ..values.tensor import TensorValue, graph_call
+from ..values import ConstantValue, graph_call, ListValue, TensorValue, TupleValue, Value
 from .scope import HopRuleError
 from .subgraph import emit, lower, merge_lifted, outer_outputs
 

@@ -19,9 +19,7 @@ from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex
 
 from ...exc import Unsupported
 from ...runtime import caches
-from ..values.base import ConstantValue, Value
-from ..values.containers import DictValue, ListValue, TupleValue
-from ..values.tensor import TensorValue
+from ..values import ConstantValue, DictValue, ListValue, TensorValue, TupleValue, Value
 from .control_flow import HopFunctionValue
 from .scope import HopRuleError
 from .subgraph import emit, emit_known, outer_outputs

@@ -23,10 +23,8 @@ import torch.fx
 from torch.fx.experimental.symbolic_shapes import free_symbols
 
 from ...exc import Unsupported
-from ..graph import GraphBuilder, _sanitize, insert_placeholder
-from ..values.base import ConstantValue, Value, new_serial
-from ..values.containers import DictValue, ListValue, TupleValue
-from ..values.tensor import TensorValue
+from ..basics import GraphBuilder, insert_placeholder, placeholder_name
+from ..values import ConstantValue, DictValue, ListValue, new_serial, TensorValue, TupleValue, Value
 from .scope import HopRuleError, HopScope
 
 
@@ -61,7 +59,7 @@ class SubgraphBuilder(GraphBuilder):
         return self.parent.add_symint_input(value, source, hint)
 
     def placeholder(self, hint: str, fake) -> torch.fx.Node:
-        node = insert_placeholder(self.graph, self._unique(_sanitize(hint)[:60]), after=self._last_placeholder)
+        node = insert_placeholder(self.graph, self._unique(placeholder_name(hint)[:60]), after=self._last_placeholder)
         node.meta["example_value"] = fake
         self._last_placeholder = node
         return node

@@ -13,9 +13,9 @@ import types
 
 import torch
 
-from ..guards import literal
+from ..basics import literal
 from ...exc import Unsupported
-from ..sources import AttrSource, CallSource, ConstSource, ItemSource
+from ..basics import AttrSource, CallSource, ConstSource, ItemSource
 from .base import AttributeMissing, Value, const, to_python, type_lookup
 from .functions import BoundMethodValue, UserFunctionValue
 

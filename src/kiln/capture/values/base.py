@@ -15,16 +15,12 @@ import types
 from typing import Callable, Protocol
 
 from ...exc import Unsupported
-from ..dynamism import ShapePolicy
-from ..graph import GraphBuilder
-from ..guards import GuardSet
-from ..side_effects import SideEffects
-from ..sources import Namespace, Source
+from ..basics import GraphBuilder, GuardSet, Namespace, ShapePolicy, SideEffects, Source
 
 
 class CaptureStateView(Protocol):
     """What values read of the capture in progress (``tx.state``), declared: the one
-    ``capture.state.CaptureState`` every tracer of a capture shares implements it, and
+    ``capture.semantics.state.CaptureState`` every tracer of a capture shares implements it, and
     ``tests/internals/test_state_view.py`` checks that it does."""
 
     fn: Callable                     # the function being compiled (closure sources name it)
@@ -67,7 +63,7 @@ class Tracer(Protocol):
     value kind never imports the code that creates values of other kinds.
     """
 
-    state: CaptureStateView    # the capture in progress (capture.state.CaptureState)
+    state: CaptureStateView    # the capture in progress (capture.semantics.state.CaptureState)
 
     def wrap(self, obj, source) -> "Value":
         """The Value for a real object read from ``source`` (None: a trusted constant),
@@ -352,6 +348,20 @@ class ItemsValue(Value):
 
     def contents(self):
         return list(self.items)
+
+
+class BoundContainerMethod(Value):
+    """``obj.name`` for a method of a builtin container's type (list, dict, set, ...),
+    before it is called: the call goes to ``obj.call_method``, which has the rules."""
+
+    def __init__(self, obj: Value, name: str):
+        self.obj, self.name = obj, name
+
+    def describe(self):
+        return f"{self.obj.python_type().__name__}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
 
 
 class ConstantValue(Value):

@@ -16,8 +16,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from ...exc import Unsupported
-from ..graph import SYMBOLIC_TYPES
-from ..sources import AttrSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
+from ..basics import SYMBOLIC_TYPES
+from ..basics import AttrSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import realize, wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
@@ -27,7 +27,7 @@ from .contexts import wrap_autocast_exit, wrap_grad_mode_exit
 from .deques import DequeValue
 from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, CachedFunctionValue, PartialValue, UserFunctionValue
-from ...runtime.iterators import remaining_items
+from ...runtime import remaining_items
 from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
 from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,

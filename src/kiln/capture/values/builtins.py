@@ -17,7 +17,7 @@ import torch
 
 from ...exc import Unsupported
 from ...runtime import caches
-from ..operator_table import ALL_OPERATOR_FUNCTIONS
+from ..basics import ALL_OPERATOR_FUNCTIONS
 from .base import (ConstantValue, TracedException, Value, check_iterable, const, raise_python, sort_by_keys,
                    type_lookup, type_name)
 from .containers import DictValue, DictViewValue, ListValue, SetValue, SliceValue, TracedKey, TupleValue, key_of, set_items

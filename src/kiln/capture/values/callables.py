@@ -14,7 +14,7 @@ import torch
 
 from ...exc import AutogradEngineCall, Unsupported
 from ...markers import UNBOUND, CompiledFunctionBase, graph_break, is_disabled
-from ..sources import AttrSource
+from ..basics import AttrSource
 from .base import ConstantMethodValue, ConstantValue, Value, const
 from .builtins import BUILTINS, BuiltinValue
 from .contexts import (ANNOTATION_CONTEXTS, AnnotationContextClassValue, AutocastClassValue, GradModeClassValue,

@@ -14,7 +14,7 @@ import operator
 import types
 
 from ...exc import Unsupported
-from .base import ConstantValue, ItemsValue, Value, builtin_instance_attr, const, raise_python, sort_by_keys
+from .base import BoundContainerMethod, ConstantValue, ItemsValue, Value, builtin_instance_attr, const, raise_python, sort_by_keys
 from .keys import TracedKey, key_of, set_items  # noqa: F401  (re-exported: containers' users key by them)
 from .sets import SetValue  # noqa: F401  (re-exported: sets are containers to their users)
 
@@ -497,17 +497,6 @@ def type_attribute(tx, v: Value, name: str) -> Value:
     ``v``, or plain class data); AttributeError where the type has nothing."""
     found = builtin_instance_attr(tx, v, name)
     return BoundContainerMethod(v, name) if found is None else found
-
-
-class BoundContainerMethod(Value):
-    def __init__(self, obj: Value, name: str):
-        self.obj, self.name = obj, name
-
-    def describe(self):
-        return f"{self.obj.python_type().__name__}.{self.name}"
-
-    def call(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
 
 
 def _equal(tx, a: Value, b: Value) -> bool:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from ...exc import Unsupported
-from ...runtime.contexts import entered_autocast_exit, entered_grad_exit, entered_inference_exit, no_exit
-from ..sources import AttrSource
+from ...runtime import entered_autocast_exit, entered_grad_exit, entered_inference_exit, no_exit
+from ..basics import AttrSource
 from .base import Value, const
 
 

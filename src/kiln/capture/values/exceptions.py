@@ -10,7 +10,7 @@ it for real.
 from __future__ import annotations
 
 from ...exc import Unsupported
-from ...runtime.objects import rebuild_exception
+from ...runtime import rebuild_exception
 from .base import TracedException, Value, const
 from .containers import TupleValue
 

@@ -12,9 +12,9 @@ import types
 
 import torch
 
-from ..guards import literal
+from ..basics import literal
 from ...exc import Unsupported
-from ..sources import AttrSource, ClosureSource, ItemSource
+from ..basics import AttrSource, ClosureSource, ItemSource
 from .base import AttributeMissing, ConstantValue, Value, const, is_literal
 from .containers import DictValue, TupleValue
 

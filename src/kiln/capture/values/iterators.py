@@ -26,8 +26,8 @@ import itertools
 import operator
 
 from ...exc import Unsupported
-from ...runtime.iterators import REBUILDERS, SEQUENCE_ITERATORS as _SEQUENCE_ITERATORS, advanced, remaining_items
-from ..sources import CallSource, ItemSource
+from ...runtime import REBUILDERS, SEQUENCE_ITERATORS as _SEQUENCE_ITERATORS, advanced, remaining_items
+from ..basics import CallSource, ItemSource
 from .base import ConstantValue, Value, check_iterable, const, raise_python
 from .containers import DictValue, DictViewValue, ListValue, TupleValue
 

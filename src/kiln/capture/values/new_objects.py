@@ -12,8 +12,9 @@ from ...exc import Unsupported
 from .attributes import (attribute_store_modelled, bind_class_attr, class_attr_source, custom_setattr,
                          guard_class_walk, has_custom_getattribute, lookup_class_attr, owner_entry_source,
                          traced_class_lookup)
-from .base import Value, checked_bool, checked_len, const, no_attribute, raise_python, type_name
-from .containers import BoundContainerMethod, DictValue
+from .base import (BoundContainerMethod, Value, checked_bool, checked_len, const, no_attribute, raise_python,
+                   type_name)
+from .containers import DictValue
 from .functions import BoundMethodValue
 from .objects import DunderProtocol, instance_has_dict, slot_names
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 import torch
 
 from ...exc import Unsupported
-from ..sources import param_source
+from ..basics import param_source
 from .attributes import lookup_class_attr
-from .base import ItemsValue, const, raise_python
-from .containers import BoundContainerMethod
+from .base import BoundContainerMethod, ItemsValue, const, raise_python
 from .iterators import IteratorValue
 from .objects import ObjectValue
 from .tensor import TensorValue

@@ -15,18 +15,18 @@ import types
 
 import torch
 
-from ..guards import literal
+from ..basics import literal
 from ...exc import Unsupported
 from .attributes import (DELETED, GENERIC_SETATTRS, CMethodValue, attr_source, attribute_store_modelled,
                          bind_class_attr, callable_name, class_attr_source, class_is_trusted, custom_setattr, guard_class_walk,
                          has_custom_getattribute, is_trusted_module, lookup_class_attr, owner_entry_source,
                          pending_write, stored_on_class, traced_class_lookup)
-from .base import (AttributeMissing, TracedException, Value, checked_bool, checked_len, const, no_attribute,
-                   raise_python)
-from .containers import BoundContainerMethod, ListValue
+from .base import (AttributeMissing, BoundContainerMethod, TracedException, Value, checked_bool, checked_len, const,
+                   no_attribute, raise_python)
+from .containers import ListValue
 from .functions import BoundMethodValue, UserFunctionValue
 from .weakrefs import DEREF, call_real_ref
-from ..sources import AttrSource, ConstSource, GlobalSource, ItemSource
+from ..basics import AttrSource, ConstSource, GlobalSource, ItemSource
 
 
 class DunderProtocol:

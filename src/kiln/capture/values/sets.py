@@ -34,9 +34,9 @@ import ctypes
 import math
 
 from ...exc import Unsupported
-from ...runtime.objects import replay_set
-from ..operator_table import BINARY_OPS, COMPARE_OPS
-from .base import ConstantValue, Value, builtin_instance_attr, const, raise_python, type_name
+from ...runtime import replay_set
+from ..basics import BINARY_OPS, COMPARE_OPS
+from .base import BoundContainerMethod, ConstantValue, Value, builtin_instance_attr, const, raise_python, type_name
 from .keys import TracedKey, key_of, set_items
 
 _METHODS_MUTATING = frozenset({"add", "discard", "remove", "pop", "clear", "update", "intersection_update",
@@ -172,7 +172,7 @@ class SetValue(Value):
     def getattr(self, tx, name):
         found = builtin_instance_attr(tx, self, name)
         if found is None:
-            return BoundSetMethod(self, name)
+            return BoundContainerMethod(self, name)
         return found
 
     def equals(self, tx, other) -> bool:
@@ -335,17 +335,6 @@ def _bind_inputs(recipe, inputs: list):
     elif base[0] == "method":
         base = (base[0], base[1], arg(base[2]), tuple(arg(a) for a in base[3]))
     return base, tuple((name, tuple(arg(a) for a in args)) for name, args in steps)
-
-
-class BoundSetMethod(Value):
-    def __init__(self, obj: Value, name: str):
-        self.obj, self.name = obj, name
-
-    def describe(self):
-        return f"{self.obj.python_type().__name__}.{self.name}"
-
-    def call(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
 
 
 def _unknown_of(first, others) -> str | None:

@@ -15,8 +15,8 @@ from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ... import trace
 from ...exc import AutogradEngineCall, Unsupported
-from ..graph import SYMBOLIC_TYPES, contains_fake, has_unbacked
-from ..sources import AsTensorSource, AttrSource, ItemSource, LocalSource
+from ..basics import SYMBOLIC_TYPES, contains_fake, has_unbacked
+from ..basics import AsTensorSource, AttrSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, bound_attribute_type, const, no_attribute, type_lookup
 from .containers import DictValue, ListValue, SliceValue, TupleValue
 from .symbolic import SymNodeValue, size_value

@@ -14,7 +14,7 @@ from __future__ import annotations
 import weakref
 
 from ...exc import Unsupported
-from ..sources import CallSource
+from ..basics import CallSource
 from .base import Value, raise_python
 
 DEREF = weakref.ReferenceType.__call__

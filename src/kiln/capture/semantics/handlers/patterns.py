@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import operator
 
-from ...exc import Unsupported
-from ..opcodes import LAYOUT
-from ..values.base import AttributeMissing, ConstantValue, TracedException, const, raise_python, type_name
-from ..values.containers import TupleValue, key_of
+from ....exc import Unsupported
+from ...basics import LAYOUT
+from ...values import AttributeMissing, ConstantValue, TracedException, const, raise_python, type_name
+from ...values import TupleValue, key_of
 
 # type flags (Include/object.h): what the pattern tests read off the subject's type
 _TPFLAGS_SEQUENCE = 1 << 5
@@ -96,14 +96,7 @@ def _match_args(tx, cls_v, cls: type):
     if not cls.__flags__ & _TPFLAGS_HEAPTYPE:
         found = getattr(cls, "__match_args__", None)
         return None if found is None else const(found)
-    try:
-        return cls_v.getattr(tx, "__match_args__")
-    except AttributeMissing:
-        return None
-    except TracedException as e:
-        if issubclass(e.cls, AttributeError):
-            return None
-        raise
+    return _attribute(tx, cls_v, "__match_args__")
 
 
 def match_class(tx, ins):

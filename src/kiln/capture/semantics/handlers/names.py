@@ -3,14 +3,10 @@ from __future__ import annotations
 
 import importlib
 
-from ...exc import Unsupported
-from ..opcodes import LAYOUT
-from ..sources import GlobalSource
-from ..values.base import NULL, AttributeMissing, ConstantValue, NullValue, const, raise_python
-from ..values.builder import wrap
-from ..values.containers import SliceValue
-from ..values.functions import CellValue
-from ..values.super_value import make_super
+from ....exc import Unsupported
+from ...basics import GlobalSource, LAYOUT
+from ...values import AttributeMissing, const, ConstantValue, NULL, NullValue, raise_python, SliceValue, wrap
+from ...values import CellValue, make_super
 
 
 def load_const(tx, ins):

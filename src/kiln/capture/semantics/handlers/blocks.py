@@ -6,13 +6,8 @@ and with-blocks behave as in CPython.
 """
 from __future__ import annotations
 
-from ...exc import Unsupported
-from ..values.base import const
-from ..values.builder import wrap
-from ..values.builtins import real_classes
-from ..values.contexts import WithExit
-from ..values.exceptions import ExceptionValue
-from ..values.objects import ClassValue
+from ....exc import Unsupported
+from ...values import ClassValue, const, ExceptionValue, real_classes, WithExit, wrap
 
 
 def before_with(tx, ins):

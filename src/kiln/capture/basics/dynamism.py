@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import torch
 
-from ..config import config
-from ..markers import dynamic_marks
+from ...config import config
+from ...markers import dynamic_marks
 
 
 class ShapePolicy:

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import operator
 
-from ..exc import Unsupported
-from .operator_table import COMPARE_OPS, DUNDER as _DUNDER, INPLACE_TO_BINARY, REFLECTED as _REFLECTED, UNARY_OPS
-from .values.base import ConstantValue, Value, const, raise_python, type_lookup
-from .values import dict_views, sets
-from .values.containers import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of, set_items
-from .values.new_objects import NewObjectValue
-from .values.objects import ObjectValue
-from .values.symbolic import SymNodeValue
-from .values.tensor import TensorValue, graph_call
+from ...exc import Unsupported
+from ..basics import COMPARE_OPS, DUNDER as _DUNDER, INPLACE_TO_BINARY, REFLECTED as _REFLECTED, UNARY_OPS
+from ..values import const, ConstantValue, dict_views, raise_python, sets, type_lookup, Value
+from ..values import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of, set_items
+from ..values import graph_call, NewObjectValue, ObjectValue, SymNodeValue, TensorValue
 
 
 def _fold(fn, *values):

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import operator
 
-from ...exc import Unsupported
-from ..instructions import BINARY_OP_SYMBOLS
-from ..opcodes import INTRINSIC_1, INTRINSIC_2, LAYOUT
-from ..operator_table import BINARY_OPS, COMPARE_OPS, INPLACE_OPS
+from ....exc import Unsupported
+from ...basics import BINARY_OP_SYMBOLS, INTRINSIC_1, INTRINSIC_2, LAYOUT
+from ...basics import BINARY_OPS, COMPARE_OPS, INPLACE_OPS
 from ..operators import binary, compare, contains, identical, inplace, unary
-from ..values.base import ConstantValue, const
-from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of, set_items
-from ..values.exceptions import ExceptionValue
+from ...values import ConstantValue, const
+from ...values import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of, set_items
+from ...values import ExceptionValue
 
 
 def binary_op(tx, ins):

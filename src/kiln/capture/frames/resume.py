@@ -22,10 +22,9 @@ from dataclasses import dataclass
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
-from ..exc import Unsupported
-from ..runtime import caches
-from .instructions import exception_table, stack_inputs
-from .opcodes import LAYOUT, local_accesses
+from ...exc import Unsupported
+from ...runtime import caches
+from ..basics import exception_table, LAYOUT, local_accesses, stack_inputs
 
 
 # -- liveness -------------------------------------------------------------------------------
@@ -258,7 +257,7 @@ def forget_probes() -> None:
     _PROBED.clear()
 
 
-caches.register("capture.resume.probed_iterators", forget_probes, _PROBED.__len__)
+caches.register("capture.frames.resume.probed_iterators", forget_probes, _PROBED.__len__)
 
 
 def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = True) -> types.CodeType:

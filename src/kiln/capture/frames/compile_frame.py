@@ -20,23 +20,19 @@ from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from ..backends.contract import applies_input_mutations_last, caches_compiled_graphs, returned_as_is, runs_graph_as_is
-from ..backends.policy import compile_graph
-from ..backends.random_draws import draws_random_numbers, redrawn_by_trace
-from ..events import event, later
-from ..exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
+from ...backends import applies_input_mutations_last, caches_compiled_graphs, returned_as_is, runs_graph_as_is
+from ...backends import compile_graph, draws_random_numbers, redrawn_by_trace
+from ...events import event, later
+from ...exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
 from .codegen import Codegen, GraphForGlue, collect_tensors, handoff_sources
-from .dynamism import ShapePolicy
+from ..basics import ShapePolicy
 from .graph_break import BreakPlan, FrameCompiler
 from .graph_outputs import extra_outputs, mutated_inputs, partial_backward_diverges, storage_key
-from .interpreter import BreakHere, Tracer
+from ..interpreter import BreakHere, Tracer
 from .resume import note_probed
-from .sources import ClosureSource, FnSource, LocalSource
-from .state import CaptureState
-from .values.base import TracedException
-from .values.builder import wrap
-from .values.contexts import GradModeValue
-from .values.tensor import TensorValue
+from ..basics import ClosureSource, FnSource, LocalSource
+from ..semantics import CaptureState
+from ..values import GradModeValue, TensorValue, TracedException, wrap
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
 RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame where it happens

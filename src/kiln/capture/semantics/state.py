@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from ..exc import Unsupported
-from .graph import GraphBuilder
-from .guards import GuardSet
-from .hops.table import hop_functions
-from .side_effects import SideEffects
-from .dynamism import ShapePolicy
-from .sources import Namespace
-from .values.callables import torch_special_functions
-from .values.functions import CellValue
-from .values.tensor import TensorValue
+from ...exc import Unsupported
+from ..basics import GraphBuilder, GuardSet
+from ..hops import hop_functions
+from ..basics import Namespace, ShapePolicy, SideEffects
+from ..values import CellValue, TensorValue, torch_special_functions
 
 INSTRUCTION_LIMIT = 2_000_000
 

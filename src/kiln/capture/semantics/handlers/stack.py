@@ -1,8 +1,8 @@
 """Pure stack shuffling and no-ops."""
 from __future__ import annotations
 
-from ..instructions import stack_inputs
-from ..values.base import NULL
+from ...basics import stack_inputs
+from ...values import NULL
 
 
 def nop(tx, ins):

@@ -6,12 +6,10 @@ or CALL_KW over ``callable, self_or_null, args``); the handlers ask the layout.
 """
 from __future__ import annotations
 
-from ...exc import Unsupported
-from ..opcodes import LAYOUT
-from ..values.base import ConstantValue, NullValue, const
-from ..values.containers import DictValue, TupleValue
-from ..values.iterators import IteratorValue
-from ..values.functions import NestedFunctionValue
+from ....exc import Unsupported
+from ...basics import LAYOUT
+from ...values import const, ConstantValue, DictValue, IteratorValue, NullValue, TupleValue
+from ...values import NestedFunctionValue
 
 
 def kw_names(tx, ins):

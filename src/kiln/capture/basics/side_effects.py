@@ -8,7 +8,7 @@ consult the pending writes first, so the traced code sees its own writes.
 """
 from __future__ import annotations
 
-from ..exc import Unsupported
+from ...exc import Unsupported
 
 
 class SideEffects:

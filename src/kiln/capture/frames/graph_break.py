@@ -11,18 +11,12 @@ import sys
 import types
 from typing import Callable, Protocol
 
-from ..compile_settings import CompileSettings
-from ..exc import Unsupported
-from ..runtime import caches
-from ..runtime.callees import CalleeCompiler, has_hooks
-from ..runtime.steps import LoopExit, StepFactory
-from .instructions import decode, enclosing_loops, exception_table, exit_of, stack_depths, stack_inputs
-from .opcodes import LAYOUT
+from ...compile_settings import CompileSettings
+from ...exc import Unsupported
+from ...runtime import caches, CalleeCompiler, has_hooks, LoopExit, StepFactory
+from ..basics import decode, enclosing_loops, exception_table, exit_of, LAYOUT, stack_depths, stack_inputs
 from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, probed, step_code
-from .values.base import NullValue, Value
-from .values.functions import BoundMethodValue, UserFunctionValue
-from .values.nn_modules import ModuleValue
-from .values.tensor import TensorValue
+from ..values import BoundMethodValue, ModuleValue, NullValue, TensorValue, UserFunctionValue, Value
 
 
 class FrameCompiler(Protocol):
@@ -42,7 +36,7 @@ class FrameCompiler(Protocol):
     def compile_callee(self, obj) -> Callable:
         """The compiled version of a callable (modules with hooks, C functions pass through)."""
 
-_LIVENESS: dict = caches.register_dict("capture.graph_break.liveness", {})   # code -> live locals per instruction
+_LIVENESS: dict = caches.register_dict("capture.frames.graph_break.liveness", {})   # code -> live locals per instruction
 
 
 def _liveness(code, instructions):
@@ -52,7 +46,7 @@ def _liveness(code, instructions):
     return hit
 
 
-_LOOPS: dict = caches.register_dict("capture.graph_break.loops", {})   # code -> (instructions, stack depths)
+_LOOPS: dict = caches.register_dict("capture.frames.graph_break.loops", {})   # code -> (instructions, stack depths)
 
 
 def _loops_at(code, index: int, depth: int) -> tuple:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..runtime.contexts import autocast_state
+from ...runtime import autocast_state
 from .sources import Namespace, Source
 
 # Order in which guard kinds are emitted: cheap identity/type checks first.

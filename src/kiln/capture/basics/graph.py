@@ -40,9 +40,9 @@ from torch.utils._pytree import tree_map
 
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
-from ..exc import Unsupported
-from ..fx_ops import count_ops
-from ..backends.random_draws import DrawWatcher
+from ...exc import Unsupported
+from ...fx_ops import count_ops
+from ...backends import DrawWatcher
 
 SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -220,7 +220,7 @@ class GraphBuilder:
 
     def _placeholder(self, hint: str) -> torch.fx.Node:
         last = self.placeholders[-1][0] if self.placeholders else None
-        return insert_placeholder(self.graph, self._unique(_sanitize(hint)), after=last)
+        return insert_placeholder(self.graph, self._unique(placeholder_name(hint)), after=last)
 
     def lift(self, node: torch.fx.Node, fake) -> torch.fx.Node:
         """The node standing for ``node`` in this graph; a subgraph builder turns a node of
@@ -229,7 +229,7 @@ class GraphBuilder:
 
     def add_attr(self, gm, hint: str) -> torch.fx.Node:
         """A ``get_attr`` node for a subgraph module attached to this graph."""
-        name = self._unique(_sanitize(hint))
+        name = self._unique(placeholder_name(hint))
         self.attrs[name] = gm
         node = self.graph.get_attr(name)
         node.meta["example_value"] = gm
@@ -302,7 +302,8 @@ class GraphBuilder:
         return count_ops(self.graph)
 
 
-def _sanitize(hint: str) -> str:
+def placeholder_name(hint: str) -> str:
+    """A valid, readable fx placeholder name made from a source description."""
     out = "".join(c if c.isalnum() else "_" for c in hint).strip("_") or "input"
     if out[0].isdigit():
         out = "_" + out

@@ -19,19 +19,13 @@ from dataclasses import dataclass
 import torch
 from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
 
-from ..exc import Unsupported
-from ..runtime.fallback import GraphCall, InputSnapshot, RngSnapshot, run_frame_as_python
-from ..runtime.outputs import gradients_through_reached_outputs, named_like_eager, not_a_view, rebuild_view, \
-    view_of_detached
-from .graph_outputs import mutated_inputs, output_reach
-from .graph_outputs import storage_key as storage
-from .guards import GuardCodegen
-from .sources import Namespace
-from .values.attributes import DELETED, GENERIC_SETATTRS, lookup_class_attr
-from .values.base import Value
-from .values.objects import slot_names
-from .values.symbolic import SymNodeValue
-from .values.tensor import TensorValue
+from ...exc import Unsupported
+from ...runtime import GraphCall, InputSnapshot, RngSnapshot, run_frame_as_python
+from ...runtime import gradients_through_reached_outputs, named_like_eager, not_a_view, rebuild_view, view_of_detached
+from .graph_outputs import mutated_inputs, output_reach, storage_key as storage
+from ..basics import GuardCodegen, Namespace
+from ..values import DELETED, GENERIC_SETATTRS, lookup_class_attr, slot_names, SymNodeValue, Value
+from ..values import TensorValue
 
 _LITERAL_TYPES = (int, str, bool, type(None), bytes)
 

@@ -2,10 +2,9 @@
 loops are unrolled over iterators whose items are known."""
 from __future__ import annotations
 
-from ...exc import Unsupported
-from ..instructions import loop_exit
-from ..values.base import ConstantValue
-from ..values.iterators import IteratorValue, as_iterator
+from ....exc import Unsupported
+from ...basics import loop_exit
+from ...values import as_iterator, ConstantValue, IteratorValue
 
 
 def jump(tx, ins):

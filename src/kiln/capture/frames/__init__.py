@@ -1,0 +1,6 @@
+"""One frame from bytecode to compiled entry: capture, graph breaks, resume
+functions, generated guard and glue code."""
+
+# --- the package's face: what the layers above import from it ---
+from .compile_frame import capture  # noqa: F401
+# --- end of the face ---
