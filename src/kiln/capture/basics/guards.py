@@ -95,6 +95,12 @@ class GuardSet:
             self.add("keys", source, f"len({{v}}) == {len(keys)} and all(a is b or (type(a) in (str, int) and a == b) "
                      f"for a, b in zip({{v}}, {ref}))", f"{source.describe()} has the same keys")
 
+    def key_presence(self, source: Source, key, present: bool):
+        """``key in d`` (or ``not in``) for a dict whose key set as a whole is not
+        depended on: a lookup by a constant ``str``, ``int`` or ``bytes`` key."""
+        op = "in" if present else "not in"
+        self.add("key", source, f"{literal(key)} {op} {{v}}", f"{key!r} {op} {source.describe()}")
+
     def tensor(self, source: Source, t: torch.Tensor, fake=None):
         """Type, dtype, device, requires_grad, and every size and stride that is static in
         ``fake`` (all of them unless the capture made some symbolic: those are checked by

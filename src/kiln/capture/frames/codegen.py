@@ -443,6 +443,9 @@ class Codegen:
                 if consumed:
                     writes.append(f"next({self.ref(itertools.islice)}({target}, {consumed}, {consumed}), None)")
                 continue
+            if hasattr(container, "replay_writes"):
+                writes += container.replay_writes(self, target, hold)
+                continue
             contents = hold(container.rebuild_contents(self))
             if hasattr(container, "write_back"):
                 writes += container.write_back(target, contents)

@@ -2,6 +2,7 @@
 ops when a tensor is involved, and handled structurally for containers."""
 from __future__ import annotations
 
+import collections
 import operator
 
 from ...exc import Unsupported
@@ -205,6 +206,8 @@ def compare(tx, fn, a: Value, b: Value) -> Value:
         if isinstance(a, (SetValue, DictValue)) and isinstance(b, (SetValue, DictValue)):
             same = a.equals(tx, b)   # keys compared as the dict / set compares them (user __eq__ traced)
             return const(same if fn is operator.eq else not same)
+        if _compares_by_identity(a, b):
+            return const((fn is operator.eq) == identical(tx, a, b))
         if a.is_constant() and b.is_constant():
             return _fold(fn, a, b)
         if getattr(a, "real_object", None) and getattr(b, "real_object", None) and not _defines_eq(a):
@@ -215,8 +218,6 @@ def compare(tx, fn, a: Value, b: Value) -> Value:
             return user
         if a is b:
             return const(fn is operator.eq)
-        if a.is_constant() != b.is_constant() and _distinct_kinds(a, b):
-            return const(fn is operator.ne)
         raise Unsupported(f"comparing {a.describe()} and {b.describe()}")
     if a.is_constant() and b.is_constant():
         return _fold(fn, a, b)
@@ -231,9 +232,27 @@ def _defines_eq(v) -> bool:
     return getattr(t, "__eq__", object.__eq__) is not object.__eq__ and t.__module__ != "builtins"
 
 
-def _distinct_kinds(a, b) -> bool:
-    ta, tb = a.python_type(), b.python_type()
-    return ta is not tb and (ta is type(None) or tb is type(None))
+# Exact builtin types by what their ``==`` can compare with.  Across families both sides'
+# ``__eq__`` return NotImplemented, so Python falls back to identity (``d.keys() == ["a"]``
+# is False); a values view compares by identity with anything (None).
+_EQ_FAMILIES = {int: "number", float: "number", complex: "number", bool: "number", str: "str",
+                bytes: "bytes", bytearray: "bytes", list: "list", tuple: "tuple", range: "range",
+                dict: "dict", collections.OrderedDict: "dict", collections.defaultdict: "dict",
+                set: "set", frozenset: "set", type({}.keys()): "set", type({}.items()): "set",
+                type(None): "none", type({}.values()): None}
+
+
+def _compares_by_identity(a, b) -> bool:
+    try:
+        ta, tb = a.python_type(), b.python_type()
+    except Unsupported:
+        return False
+    if ta is not tb and (ta is type(None) or tb is type(None)):
+        return True
+    if ta not in _EQ_FAMILIES or tb not in _EQ_FAMILIES:
+        return False
+    fa, fb = _EQ_FAMILIES[ta], _EQ_FAMILIES[tb]
+    return fa is None or fb is None or fa != fb
 
 
 def identical(tx, a: Value, b: Value) -> bool:

@@ -363,6 +363,11 @@ class BoundContainerMethod(Value):
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def reconstruct(self, cg):
+        # on the stack at a graph break (``s.pop`` loaded, not yet called): the method of
+        # the object itself, which the glue rebuilds or reads from where it came from
+        return f"{cg.expr(self.obj)}.{self.name}"
+
 
 class ConstantValue(Value):
     """An immutable Python value known at trace time (guarded if it has a source).

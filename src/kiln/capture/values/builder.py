@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from ...exc import Unsupported
 from ..basics import SYMBOLIC_TYPES
 from ..basics import AttrSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
-from .base import ConstantValue, Value, const, to_python
+from .base import BoundContainerMethod, ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import realize, wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
 from .container_subclasses import container_base, subclass_instance
@@ -191,19 +191,29 @@ def _wrap_module(tx, obj, source, guards):
     return tx.state.remember(obj, ModuleValue(obj, source))
 
 
-def _is_tensor_method(obj) -> bool:
-    return isinstance(obj, types.BuiltinMethodType) and isinstance(getattr(obj, "__self__", None), torch.Tensor) \
-        and hasattr(torch.Tensor, obj.__name__)
+_CONTAINER_TYPES = (list, dict, set, frozenset, tuple, collections.deque, collections.OrderedDict,
+                    collections.defaultdict)
 
 
-def _wrap_tensor_method(tx, obj, source, guards):
-    # ``x.add`` handed over a graph break: a new object on every call; traced as the
-    # tensor's method, guarded by name (the tensor is guarded on its own)
+def _bound_builtin_kind(obj):
+    """The Value kind of a builtin method bound to a tensor or a builtin container."""
+    owner = getattr(obj, "__self__", None) if isinstance(obj, types.BuiltinMethodType) else None
+    if isinstance(owner, torch.Tensor):
+        return TensorMethodValue if hasattr(torch.Tensor, obj.__name__) else None
+    if type(owner) in _CONTAINER_TYPES and isinstance(getattr(type(owner), obj.__name__, None),
+                                                      types.MethodDescriptorType):
+        return BoundContainerMethod
+    return None
+
+
+def _wrap_bound_builtin(tx, obj, source, guards):
+    # ``x.add`` / ``out.append`` handed over a graph break: a new object on every call;
+    # traced as the method of its object, guarded by type and name (the object on its own)
     if guards is not None:
         guards.type_is(source, obj)
         guards.constant(AttrSource(source, "__name__"), obj.__name__)
     self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
-    return TensorMethodValue(self_v, obj.__name__)
+    return _bound_builtin_kind(obj)(self_v, obj.__name__)
 
 
 _C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
@@ -268,7 +278,7 @@ _BY_KIND = [
     (lambda obj: isinstance(obj, functools._lru_cache_wrapper),
      _by_identity("function", lambda tx, obj, source: tx.state.remember(
          obj, CachedFunctionValue(obj, source, realize)))),
-    (_is_tensor_method, _wrap_tensor_method),
+    (_bound_builtin_kind, _wrap_bound_builtin),
     (_is_c_callable, _by_identity("function", wrap_c_callable)),
     (lambda obj: isinstance(obj, types.ModuleType),
      _by_identity("module", lambda tx, obj, source: PythonModuleValue(obj, source))),
@@ -309,8 +319,11 @@ def _wrap_dict(tx, obj: dict, source) -> Value:
     if module_globals is not None:
         return module_globals
     state = tx.state
+    lazy_keys = source is not None and all(type(k) in (str, int, bytes) for k in obj)
     if source is not None:
-        state.guards.dict_keys(source, obj)
+        state.guards.type_is(source, obj)
+        if not lazy_keys:
+            state.guards.dict_keys(source, obj)
     items, key_values = {}, {}
     for i, (k, val) in enumerate(obj.items()):
         if type(k) in _LITERALS:
@@ -327,6 +340,8 @@ def _wrap_dict(tx, obj: dict, source) -> Value:
         factory = wrap(tx, obj.default_factory, AttrSource(source, "default_factory") if source else None)
     v = DictValue(items, source, cls=type(obj), key_values=key_values, default_factory=factory)
     v.real = obj
+    if lazy_keys:
+        v._keys_guard, v._keys_source = (lambda: state.guards.dict_keys(source, obj)), source
     return state.remember(obj, v)
 
 

@@ -243,8 +243,17 @@ class ListValue(SequenceValue):
 
 
 class DictValue(Value):
-    """A dict (or OrderedDict / defaultdict) whose keys are known at trace time."""
+    """A dict (or OrderedDict / defaultdict) whose keys are known at trace time.
+
+    An input dict's key set is guarded only when something depends on it: the first
+    read of ``items`` (iteration, ``len``, views, equality, any mutation, rebuilding it)
+    installs the guard that ``_keys_guard`` holds.  A lookup by a constant key
+    (``d[k]``, ``d.get(k)``, ``k in d``) needs only that key's presence, so it guards
+    that alone (``GuardSet.key_presence``): reading one variable of ``os.environ`` or one
+    entry of a config dict does not recompile when other keys come and go."""
     dirty = False
+    _keys_guard = None    # installs the key-set guard of an input dict not yet depended on
+    _keys_source = None   # where that dict was read (``source`` may be dropped later)
 
     def __init__(self, items: dict, source=None, cls=dict, key_values: dict | None = None, default_factory=None):
         self.items = dict(items)          # python key -> Value
@@ -252,6 +261,28 @@ class DictValue(Value):
         self.source = source
         self.cls = cls
         self.default_factory = default_factory
+
+    @property
+    def items(self) -> dict:
+        """python key -> Value; reading it makes the result depend on the whole key set."""
+        if self._keys_guard is not None:
+            install, self._keys_guard = self._keys_guard, None
+            install()
+        return self._items
+
+    @items.setter
+    def items(self, value: dict) -> None:
+        self._items = value
+
+    def _lookup_by_constant_key(self, tx, key: Value, k):
+        """``(found, value)`` for a lookup that needs only ``k``'s presence guarded, or
+        None where the lookup depends on more (the key set is already guarded, or the
+        key is not a constant)."""
+        if self._keys_guard is None or not isinstance(key, ConstantValue) or type(k) not in (str, int, bytes):
+            return None
+        found = k in self._items
+        tx.state.guards.key_presence(self._keys_source, k, found)
+        return found, (self._items[k] if found else None)
 
     def python_type(self):
         return self.cls
@@ -265,7 +296,8 @@ class DictValue(Value):
         return f"{self.cls.__name__}({list(self.items)!r})"
 
     def contents(self):
-        return list(self.items.values()) + list(self.key_values.values())
+        # what the dict holds, for reachability: no dependence on the key set
+        return list(self._items.values()) + list(self.key_values.values())
 
     def _key_value(self, k):
         return self.key_values.get(k) or const(k)
@@ -281,6 +313,11 @@ class DictValue(Value):
 
     def getitem(self, tx, key):
         k = key_of(key, tx)
+        looked_up = self._lookup_by_constant_key(tx, key, k)
+        if looked_up is not None and (looked_up[0] or self.default_factory is None):
+            if looked_up[0]:
+                return looked_up[1]
+            raise_python(KeyError, k)
         if k in self.items:
             return self.items[k]
         if self.default_factory is not None:
@@ -314,6 +351,12 @@ class DictValue(Value):
             return self.getitem(tx, args[0])
         if name in ("get", "__contains__"):
             k = key_of(args[0], tx)
+            looked_up = self._lookup_by_constant_key(tx, args[0], k)
+            if looked_up is not None:
+                found, value = looked_up
+                if name == "__contains__":
+                    return const(found)
+                return value if found else (args[1] if len(args) > 1 else const(None))
             if name == "__contains__":
                 return const(k in self.items)
             return self.items[k] if k in self.items else (args[1] if len(args) > 1 else const(None))

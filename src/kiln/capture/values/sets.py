@@ -80,6 +80,8 @@ class SetValue(Value):
     ``recipe`` (for sets of constants) the operations that made it, which the glue
     replays to rebuild it (``runtime.objects.replay_set``)."""
 
+    applied = None      # a set passed in that the frame changed: what it did, in order (``_note_applied``)
+
     def __init__(self, items: dict, source=None, frozen=False):
         # made by inserting these items in this order (a literal, set(list), set_items)
         self.items = dict(items)
@@ -190,6 +192,9 @@ class SetValue(Value):
         if name == "__init__" and not self.frozen:
             tx.state.side_effects.mutated(self)
             fresh = SetValue(set_items(tx, [v for a in args for v in a.unpack(tx)]))
+            if self.source is not None:    # set.__init__ on a set: clear, then add each item
+                self._note_applied("clear", [])
+                self._note_applied("update", [list(fresh.items.values())])
             for attr in ("items", "shadow", "plain", "unknown", "_base", "_steps"):
                 setattr(self, attr, getattr(fresh, attr))
             self.borrowed = False
@@ -216,6 +221,12 @@ class SetValue(Value):
     def _mutate(self, tx, name, args, record=True):
         if record:
             tx.state.side_effects.mutated(self)
+        if self.source is not None and name in ("pop", "intersection_update", "symmetric_difference_update"):
+            raise Unsupported(f"set.{name}() on a set passed in: " + (
+                "which item it removes depends on the set's hidden search position, not only on its items"
+                if name == "pop" else "the table it builds cannot be repeated on the real set"))
+        if self.source is not None and name in ("add", "discard", "remove", "clear"):
+            self._note_applied(name, list(args))
         if name == "pop":
             if args:
                 raise_python(TypeError, f"set.pop() takes no arguments ({len(args)} given)")
@@ -258,6 +269,9 @@ class SetValue(Value):
             getattr(self.shadow, name)(*real_args)
         except Exception as e:   # noqa: BLE001 - Python's own error for these operands
             raise_python(type(e), *e.args)
+        if self.source is not None:     # update / difference_update: each argument as it iterated now
+            self._note_applied(name, [a.ordered(f"set.{name}() of a set") if isinstance(a, SetValue)
+                                      else [values[id(k)] for k in real] for a, real in zip(args, real_args)])
         self._record(name, args, values)
         kept = {k: self.items[k] for k in self.items if k in self.shadow}
         for k in self.shadow:
@@ -268,6 +282,24 @@ class SetValue(Value):
         self.unknown = unknown
         self._borrowed_changed()
         return const(None)
+
+    def _note_applied(self, name: str, args: list) -> None:
+        """A set passed in is written back by doing to the real set what the frame did,
+        in order (``replay_writes``): its table (iteration order, where later inserts go)
+        follows its history, which ``clear()`` and a refill would not repeat.  A key is
+        an immutable Value; an iterable argument is kept as the items it gave, in order."""
+        if self.applied is None:
+            self.applied = []
+        self.applied.append((name, args))
+
+    def replay_writes(self, cg, target: str, hold) -> list[str]:
+        """The glue's writes for a set passed in: each change again, on the real set."""
+        lines = []
+        for name, args in self.applied or ():
+            texts = [hold(cg.expr(a)) if isinstance(a, Value) else hold("(" + "".join(cg.expr(i) + ", " for i in a) + ")")
+                     for a in args]
+            lines.append(f"{target}.{name}({', '.join(texts)})")
+        return lines
 
     def _borrowed_changed(self):
         if self.borrowed and self.unknown is None:
