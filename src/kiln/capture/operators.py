@@ -10,6 +10,7 @@ from .values.base import ConstantValue, Value, const, raise_python, type_lookup
 from .values import dict_views, sets
 from .values.containers import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of, set_items
 from .values.new_objects import NewObjectValue
+from .values.numpy_arrays import NumpyArrayValue, numpy_operator
 from .values.objects import ObjectValue
 from .values.symbolic import SymNodeValue
 from .values.tensor import TensorValue, graph_call
@@ -41,6 +42,8 @@ def _symbolic(tx, fn, *operands):
 
 
 def binary(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, NumpyArrayValue) or isinstance(b, NumpyArrayValue):
+        return numpy_operator(tx, fn, a, b)
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return graph_call(tx, "call_function", fn, [a, b], {})
     result, (a, b) = _symbolic(tx, fn, a, b)
@@ -96,6 +99,8 @@ def _lazy_arithmetic(fn, a: ConstantValue, b: ConstantValue):
 
 
 def inplace(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, NumpyArrayValue):
+        raise Unsupported(f"in-place operator {fn.__name__} on a numpy array")
     if isinstance(a, TensorValue):
         return graph_call(tx, "call_function", fn, [a, b], {})
     if isinstance(a, ListValue) and fn is operator.iadd:
@@ -184,6 +189,8 @@ def _not_implemented(v) -> bool:
 
 
 def compare(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, NumpyArrayValue) or isinstance(b, NumpyArrayValue):
+        return numpy_operator(tx, fn, a, b)
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         if isinstance(a, TensorValue) and isinstance(b, ConstantValue) and b.value is None:
             return const(fn is operator.ne)
@@ -288,6 +295,8 @@ def contains(tx, container: Value, item: Value) -> bool:
 
 
 def unary(tx, fn, a: Value) -> Value:
+    if isinstance(a, NumpyArrayValue) and fn in (operator.neg, operator.pos, operator.abs, operator.invert):
+        return numpy_operator(tx, fn, a)
     if isinstance(a, TensorValue):
         return graph_call(tx, "call_function", fn, [a], {})
     result, (a,) = _symbolic(tx, fn, a)

@@ -12,12 +12,13 @@ import enum
 import functools
 import types
 
+import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from ...exc import Unsupported
 from ..graph import SYMBOLIC_TYPES
-from ..sources import AttrSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
+from ..sources import AttrSource, CallSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import realize, wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
@@ -32,6 +33,7 @@ from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
 from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
                          is_module_container)
+from .numpy_arrays import FromNumpyValue, NumpyArrayValue, NumpyFunctionValue, is_numpy_callable
 from .objects import ClassValue, ModuleGlobalsValue, ObjectValue, PythonModuleValue, is_plain_class
 from .symbolic import SymNodeValue, size_value
 from .tensor import TensorMethodValue, TensorValue
@@ -177,6 +179,31 @@ def _wrap_metadata_constant(tx, obj, source, guards):
     return ConstantValue(obj, source)
 
 
+def _wrap_numpy_constant(tx, obj, source, guards):
+    # numpy scalars, dtypes, finfo / iinfo: immutable, so constants, guarded by type and value
+    if guards is not None:
+        guards.type_is(source, obj)
+        guards.constant(source, obj)
+    return ConstantValue(obj, source)
+
+
+def _wrap_ndarray(tx, obj, source, guards):
+    # a numpy array from outside the frame (an argument, a value carried over a break): its
+    # data is a graph input read as ``torch.from_numpy(a)`` (the same memory), guarded as a
+    # tensor is; arrays torch cannot view (object dtypes, read-only memory) stay objects
+    if source is None or obj.dtype.hasobject or not obj.flags.writeable or obj.dtype.byteorder == ">":
+        return None
+    try:
+        data = torch.from_numpy(obj)
+    except (TypeError, RuntimeError, ValueError):
+        return None
+    guards.type_is(source, obj)
+    guards.constant(AttrSource(source, "dtype"), obj.dtype)
+    tx.state.keepalive.append(data)
+    tensor = _wrap_tensor(tx, data, CallSource(id(torch.from_numpy), source, (), fn=torch.from_numpy))
+    return tx.state.remember(obj, NumpyArrayValue(tensor))
+
+
 def _wrap_size(tx, obj, source, guards):
     if guards is not None:
         guards.constant(source, obj)
@@ -262,6 +289,10 @@ _BY_KIND = [
     (lambda obj: isinstance(obj, str), _wrap_str_subclass),        # exact str is a literal (_BY_TYPE)
     (lambda obj: isinstance(obj, (*_METADATA_CONSTANTS, enum.Enum)), _wrap_metadata_constant),
     (lambda obj: isinstance(obj, torch.Size), _wrap_size),
+    (lambda obj: isinstance(obj, (np.generic, np.dtype, np.finfo, np.iinfo)), _wrap_numpy_constant),
+    (lambda obj: type(obj) is np.ndarray, _wrap_ndarray),
+    (is_numpy_callable, _by_identity("function", lambda tx, obj, source: NumpyFunctionValue(obj, source))),
+    (lambda obj: obj is torch.from_numpy, _by_identity("function", lambda tx, obj, source: FromNumpyValue(obj, source))),
     (lambda obj: _is_namedtuple_class(type(obj)) or _is_structseq_class(type(obj)), _wrap_tuple),
     (lambda obj: isinstance(obj, torch.nn.Module), _wrap_module),
     (lambda obj: isinstance(obj, types.FunctionType), lambda tx, obj, source, guards: _wrap_function(tx, obj, source)),

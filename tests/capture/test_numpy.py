@@ -1,0 +1,156 @@
+"""numpy in a compiled frame (docs/architecture.md, "numpy"): arrays that come from
+tensors are traced as tensor ops through ``torch._numpy``, with numpy's types and dtypes
+(float64 defaults included) checked against real numpy; numpy scalars, dtypes and
+``finfo``/``iinfo`` are constants; arrays returned to the caller are real ndarrays.
+Table cases run under ``fullgraph=True`` on two input sets; ``np.random`` and in-place
+changes of arrays are clean breaks (the last tests)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+from kiln.comparison import Rules, assert_same
+from kiln.testing import CompileCounter
+
+from .capture_harness import Case, I, parametrize, run_case
+
+TOL = dict(atol=1e-6, rtol=1e-6)   # torch's and numpy's kernels may round differently
+
+
+def roundtrip(x):
+    return torch.from_numpy(np.log1p(x.numpy())) + 1
+
+
+def float64_default(x):
+    a = x.numpy() * (np.arange(x.shape[1]) / x.shape[1])     # int64 / int: float64 in numpy
+    return torch.from_numpy(a)
+
+
+def statistics(x):
+    a = np.clip(x.numpy(), -1.0, None)
+    a = (a - a.mean(axis=0)) / (a.std(axis=0) + np.finfo(np.float32).eps)
+    return torch.from_numpy(a).relu()
+
+
+def methods_and_attributes(x):
+    a = x.numpy()
+    b = a.T.reshape(-1)[: a.size // 2]
+    return torch.from_numpy(np.concatenate([b, -b]) * a.ndim), a.shape, a.dtype == np.float32
+
+
+def scalars_and_dtypes(x):
+    return x * np.finfo(np.float32).eps + np.float32(2.0) + np.sqrt(2.0)
+
+
+def int_limits(x):
+    return x.to(torch.int32) % np.iinfo(np.int16).max + np.int64(3)
+
+
+def returns_array(x):
+    return np.exp(x.numpy())
+
+
+def returns_scalar(x):
+    return x.numpy().sum(), np.max(x.numpy())
+
+
+def array_argument(a, x):
+    return torch.from_numpy(a * 2) + x
+
+
+def stacked(x, y):
+    return torch.from_numpy(np.stack([x.numpy(), y.numpy()], axis=0).sum(0))
+
+
+CASES = [
+    Case("roundtrip", roundtrip, lambda r: r.rand(3, 4), graphs=1, ops=3, **TOL),
+    Case("float64_default", float64_default, lambda r: r.randn(3, 4), graphs=1, ops=4, **TOL),
+    Case("statistics", statistics, lambda r: r.randn(5, 4), graphs=1, ops=8, **TOL),
+    Case("methods_and_attributes", methods_and_attributes, lambda r: r.randn(3, 4), graphs=1, ops=7, **TOL),
+    Case("scalars_and_dtypes", scalars_and_dtypes, lambda r: r.randn(3, 4), graphs=1, ops=3),
+    Case("int_limits", int_limits, lambda r: r.randn(3, 4) * 1000, graphs=1, ops=3),
+    Case("returns_array", returns_array, lambda r: r.randn(3, 4), graphs=1, ops=1, **TOL),
+    Case("returns_scalar", returns_scalar, lambda r: r.randn(3, 4), graphs=1, ops=2, **TOL),
+    Case("array_argument", array_argument, lambda r: I(r.randn(2, 3).numpy(), r.randn(2, 3)),
+         graphs=1, ops=3, **TOL),
+    Case("stacked", stacked, lambda r: (r.randn(2, 3), r.randn(2, 3)), graphs=1, ops=3, **TOL),
+]
+
+
+@parametrize(CASES)
+def test_numpy_captured(case):
+    run_case(case)
+
+
+def test_results_are_numpy_types():
+    kiln.reset()
+    compiled = kiln.compile(returns_scalar, backend=CompileCounter(), fullgraph=True)
+    total, top = compiled(torch.randn(3, 4))
+    assert type(total) is np.float32 and type(top) is np.float32
+    array = kiln.compile(returns_array, backend=CompileCounter(), fullgraph=True)(torch.randn(2))
+    assert type(array) is np.ndarray and array.dtype == np.float32
+
+
+def test_array_of_a_tensor_shares_its_memory():
+    def view(x):
+        return x.numpy()
+
+    kiln.reset()
+    x = torch.randn(3)
+    a = kiln.compile(view, backend=CompileCounter(), fullgraph=True)(x)
+    x.add_(1)
+    assert type(a) is np.ndarray and np.array_equal(a, x.numpy())
+
+
+def _default_mode(fn, make_inputs, seed=True):
+    """Compile ``fn`` in default mode; compare with eager on two input sets (numpy seeded
+    alike); return the counter and the breaks of the first call."""
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(fn, backend=counter)
+    for i in range(2):
+        args = make_inputs(i)
+        np.random.seed(i)
+        expected = fn(*[a.clone() for a in args])
+        after_eager = np.random.rand()
+        np.random.seed(i)
+        actual = compiled(*[a.clone() for a in args])
+        assert np.random.rand() == after_eager        # numpy's stream advanced as in eager
+        assert_same(expected, actual, Rules(atol=1e-6, rtol=1e-6))
+        if i == 0:
+            breaks = [str(b) for b in kiln.metrics.breaks]
+    return counter, breaks
+
+
+def random_draw(x):
+    y = x * 2
+    noise = np.random.rand(*x.shape).astype(np.float32)
+    return y + torch.from_numpy(noise)
+
+
+def in_place(x):
+    a = x.numpy() * 1
+    a += 1
+    return torch.from_numpy(a) * 2
+
+
+@pytest.mark.parametrize("fn, graphs, reason", [
+    (random_draw, 2, "numpy.random"),
+    (in_place, 2, "in-place operator"),
+])
+def test_clean_breaks(fn, graphs, reason):
+    counter, breaks = _default_mode(fn, lambda i: (torch.randn(2, 3, generator=torch.Generator().manual_seed(i)),))
+    assert counter.frame_count == graphs, breaks
+    assert len(breaks) == 1 and reason in breaks[0], breaks
+
+
+def test_dtype_disagreement_breaks():
+    # torch._numpy and numpy must agree on the result dtype, or the call runs as Python
+    def mixed(x):
+        return torch.from_numpy(x.numpy().astype(np.float16) + np.float32(1))
+
+    counter, breaks = _default_mode(mixed, lambda i: (torch.randn(3),))
+    assert counter.frame_count == 2 and len(breaks) == 1, breaks
+    assert "torch._numpy computes torch.float16, numpy float32" in breaks[0], breaks
