@@ -64,6 +64,13 @@ def stacked(x, y):
     return torch.from_numpy(np.stack([x.numpy(), y.numpy()], axis=0).sum(0))
 
 
+def mixed_scalars(x):
+    # numpy scalars are strongly typed (NEP 50): float16 array + np.float32 is float32,
+    # float32 scalar + np.float64 is float64; a Python float would be weak
+    a = x.numpy().astype(np.float16) + np.float32(1)
+    return torch.from_numpy(a), np.float32(a.sum()) + np.float64(1)
+
+
 CASES = [
     Case("roundtrip", roundtrip, lambda r: r.rand(3, 4), graphs=1, ops=3, **TOL),
     Case("float64_default", float64_default, lambda r: r.randn(3, 4), graphs=1, ops=4, **TOL),
@@ -75,6 +82,7 @@ CASES = [
     Case("returns_scalar", returns_scalar, lambda r: r.randn(3, 4), graphs=1, ops=2, **TOL),
     Case("array_argument", array_argument, lambda r: I(r.randn(2, 3).numpy(), r.randn(2, 3)),
          graphs=1, ops=3, **TOL),
+    Case("mixed_scalars", mixed_scalars, lambda r: r.randn(3), graphs=1, ops=6, atol=1e-3, rtol=1e-3),
     Case("stacked", stacked, lambda r: (r.randn(2, 3), r.randn(2, 3)), graphs=1, ops=3, **TOL),
 ]
 
@@ -147,10 +155,15 @@ def test_clean_breaks(fn, graphs, reason):
 
 
 def test_dtype_disagreement_breaks():
-    # torch._numpy and numpy must agree on the result dtype, or the call runs as Python
-    def mixed(x):
-        return torch.from_numpy(x.numpy().astype(np.float16) + np.float32(1))
+    # torch._numpy and numpy must agree on the result dtype, or the call runs as Python:
+    # numpy's sqrt of int8 is float16 and its cumsum of int32 is int64; torch._numpy's are
+    # float64 and int32
+    def small_ints(x):
+        a = (x.numpy() * 10).astype(np.int8)
+        return torch.from_numpy(np.sqrt(np.abs(a))) + 1, torch.from_numpy(np.cumsum(a.astype(np.int32))) * 2
 
-    counter, breaks = _default_mode(mixed, lambda i: (torch.randn(3),))
-    assert counter.frame_count == 2 and len(breaks) == 1, breaks
-    assert "torch._numpy computes torch.float16, numpy float32" in breaks[0], breaks
+    counter, breaks = _default_mode(small_ints, lambda i: (torch.randn(3),))
+    assert counter.frame_count == 3 and len(breaks) == 2, breaks
+    assert "numpy sqrt: torch._numpy computes torch.float64, numpy float16" in breaks[0], breaks
+    assert "numpy cumsum: torch._numpy computes torch.int32, numpy int64" in breaks[1], breaks
+

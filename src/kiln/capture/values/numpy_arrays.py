@@ -270,18 +270,33 @@ def _from_tnp(x):
     return x
 
 
-def _runner(fn, label):
+def _runner(fn, label, scalars=()):
+    """The graph op: ``fn`` on torch._numpy arrays.  ``scalars`` names the arguments that
+    were numpy scalars (position or keyword, with their dtype): fx passes them as Python
+    numbers, and they are made numpy scalars again, which numpy types strongly
+    (float16 array + np.float32 is float32) where a Python number is weak."""
+    scalars = dict(scalars)
+
     def run(*args, **kwargs):
+        args = [_to_tnp(a) if i not in scalars else getattr(tnp, scalars[i])(a) for i, a in enumerate(args)]
+        kwargs = {k: _to_tnp(v) if k not in scalars else getattr(tnp, scalars[k])(v) for k, v in kwargs.items()}
         # numpy's default float is float64 where torch._numpy falls back on torch's default
         # dtype (int64 array / int is float32 there); the oracle checks every result's dtype
         before = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)
         try:
-            return _from_tnp(fn(*_to_tnp(args), **{k: _to_tnp(v) for k, v in kwargs.items()}))
+            return _from_tnp(fn(*args, **kwargs))
         finally:
             torch.set_default_dtype(before)
     run.__name__ = run.__qualname__ = f"numpy_{label}"
     return run
+
+
+def _numpy_scalar_dtype(v: Value):
+    if isinstance(v, ConstantValue) and isinstance(v.peek(), (np.bool_, np.number)) \
+            and hasattr(tnp, v.peek().dtype.name):
+        return v.peek().dtype.name
+    return None
 
 
 def _lower_arrays(v: Value) -> Value:
@@ -344,7 +359,10 @@ def numpy_call(tx, fn, label, args, kwargs, oracle=None):
     expected = _numpy_result(tx, oracle or fn, args, kwargs, label)
     inputs = [v.tensor.fake for v in [*args, *kwargs.values()] if isinstance(v, NumpyArrayValue)]
     versions = [t._version for t in inputs]
-    result = graph_call(tx, "call_function", _runner(fn, label), [_lower_arrays(a) for a in args],
+    scalars = [(i, _numpy_scalar_dtype(a)) for i, a in enumerate(args)]
+    scalars += [(k, _numpy_scalar_dtype(v)) for k, v in kwargs.items()]
+    run = _runner(fn, label, tuple((key, d) for key, d in scalars if d is not None))
+    result = graph_call(tx, "call_function", run, [_lower_arrays(a) for a in args],
                         {k: _lower_arrays(v) for k, v in kwargs.items()})
     if [t._version for t in inputs] != versions:
         raise Unsupported(f"numpy {label} changes an array in place")
