@@ -6,6 +6,8 @@ Table cases run under ``fullgraph=True`` on two input sets; ``np.random`` and in
 changes of arrays are clean breaks (the last tests)."""
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -62,6 +64,23 @@ def array_argument(a, x):
 
 def stacked(x, y):
     return torch.from_numpy(np.stack([x.numpy(), y.numpy()], axis=0).sum(0))
+
+
+def test_error_state_that_raises_breaks():
+    # under np.errstate(invalid="raise") numpy raises on log1p(-2); the graph cannot tell
+    def log_of(x):
+        return torch.from_numpy(np.log1p(x.numpy())) * 2
+
+    kiln.reset()
+    compiled = kiln.compile(log_of, backend=CompileCounter())
+    x = torch.tensor([-2.0, 1.0])
+    assert torch.isnan(compiled(x)).any()                    # default state: traced
+    with np.errstate(invalid="raise"):
+        with pytest.raises(FloatingPointError):
+            log_of(x)
+        with pytest.raises(FloatingPointError):
+            compiled(x)                                      # the guard failed: a new entry breaks
+    assert any("np.errstate" in str(b) for b in kiln.metrics.breaks)
 
 
 def mixed_scalars(x):
@@ -167,3 +186,18 @@ def test_dtype_disagreement_breaks():
     assert "numpy sqrt: torch._numpy computes torch.float64, numpy float16" in breaks[0], breaks
     assert "numpy cumsum: torch._numpy computes torch.int32, numpy int64" in breaks[1], breaks
 
+
+
+@pytest.mark.parametrize("fn", [roundtrip, float64_default, statistics, mixed_scalars, stacked],
+                         ids=lambda f: f.__name__)
+def test_aot_eager_traces_through_the_runners(fn):
+    # AOTAutograd traces torch._numpy's Python inside each runner into ATen ops
+    kiln.reset()
+    compiled = kiln.compile(fn, backend="aot_eager", fullgraph=True)
+    n = len(inspect.signature(fn).parameters)
+    for seed in range(2):
+        g = torch.Generator().manual_seed(seed)
+        args = [torch.randn(5, 4, generator=g) for _ in range(n)]
+        assert_same(fn(*[a.clone() for a in args]), compiled(*[a.clone() for a in args]),
+                    Rules(atol=1e-3, rtol=1e-3))
+    assert kiln.metrics.graphs == 1 and not kiln.metrics.breaks

@@ -40,7 +40,9 @@ from torch._numpy import _dtypes_impl
 
 from ...exc import Unsupported
 from ..graph import SYMBOLIC_TYPES
+from ..guards import literal
 from .base import ConstantValue, Value, const
+from .callables import RealCallableValue
 from .containers import ListValue, TupleValue
 from .tensor import METHOD_HOOKS, TensorValue, graph_call
 
@@ -179,18 +181,11 @@ class NumpyMethodValue(Value):
         return numpy_call(tx, method, name, [self.array, *args], kwargs)
 
 
-class NumpyFunctionValue(Value):
+class NumpyFunctionValue(RealCallableValue):
     """A numpy function or scalar type read from outside the frame (guarded by identity)."""
-
-    def __init__(self, fn, source=None):
-        self.fn = fn
-        self.source = source
 
     def python_type(self):
         return type(self.fn)
-
-    def real_object(self):
-        return self.fn
 
     def is_constant(self):
         return True
@@ -200,9 +195,6 @@ class NumpyFunctionValue(Value):
 
     def describe(self):
         return f"numpy.{getattr(self.fn, '__name__', self.fn)}"
-
-    def reconstruct(self, cg):
-        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
 
     def getattr(self, tx, name):
         return tx.wrap(getattr(self.fn, name), None)
@@ -350,12 +342,25 @@ def _numpy_result(tx, oracle, args, kwargs, label):
                           f"({type(e).__name__}: {e})") from e
 
 
+def _check_error_state(tx, label):
+    """numpy's floating-point error handling (``np.seterr`` / ``np.errstate``) where it
+    makes a bad value an exception or a callback: the graph cannot tell, so the call runs
+    as Python; the state is guarded, so a change recompiles."""
+    state = np.geterr()
+    guards = tx.state.guards
+    guards.add("global_state", None, f"{guards.ns.ref(np.geterr)}() == {literal(state)}",
+               f"numpy's error state is {state}")
+    if any(how in ("raise", "call", "log") for how in state.values()):
+        raise Unsupported(f"numpy {label} under np.errstate / np.seterr that raises or calls on bad values")
+
+
 def numpy_call(tx, fn, label, args, kwargs, oracle=None):
     """Record numpy's ``fn(*args, **kwargs)`` as one graph op through torch._numpy and
     wrap the result as numpy would type it (checked against real numpy)."""
     for v in [*args, *kwargs.values()]:
         if isinstance(v, NumpyArrayValue) and any(isinstance(d, SYMBOLIC_TYPES) for d in v.tensor.fake.shape):
             raise Unsupported("a numpy array with symbolic sizes (Kiln traces numpy on static shapes only)")
+    _check_error_state(tx, label)
     expected = _numpy_result(tx, oracle or fn, args, kwargs, label)
     inputs = [v.tensor.fake for v in [*args, *kwargs.values()] if isinstance(v, NumpyArrayValue)]
     versions = [t._version for t in inputs]
@@ -413,21 +418,11 @@ def tensor_numpy(tx, t: TensorValue, args, kwargs):
 METHOD_HOOKS["numpy"] = tensor_numpy
 
 
-class FromNumpyValue(Value):
+class FromNumpyValue(RealCallableValue):
     """``torch.from_numpy``: a new tensor on the array's memory (a non-view alias)."""
-
-    def __init__(self, fn, source=None):
-        self.fn = fn
-        self.source = source
 
     def python_type(self):
         return type(self.fn)
-
-    def real_object(self):
-        return self.fn
-
-    def reconstruct(self, cg):
-        return cg.source_expr(self.source) if self.source is not None else cg.ref(self.fn)
 
     def call(self, tx, args, kwargs):
         if len(args) != 1 or kwargs or not isinstance(args[0], NumpyArrayValue) or args[0].scalar_type:
