@@ -201,3 +201,16 @@ def test_aot_eager_traces_through_the_runners(fn):
         assert_same(fn(*[a.clone() for a in args]), compiled(*[a.clone() for a in args]),
                     Rules(atol=1e-3, rtol=1e-3))
     assert kiln.metrics.graphs == 1 and not kiln.metrics.breaks
+
+
+@pytest.mark.parametrize("fn", [roundtrip, float64_default, statistics, methods_and_attributes],
+                         ids=lambda f: f.__name__)
+def test_symbolic_sizes(fn):
+    # with dynamic=True the arrays' sizes are symbols: one entry serves both shapes
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(fn, backend=counter, dynamic=True)
+    for rows, cols in ((5, 4), (7, 6)):
+        x = torch.rand(rows, cols)
+        assert_same(fn(x.clone()), compiled(x.clone()), Rules(atol=1e-6, rtol=1e-6))
+    assert counter.frame_count == 1 and not kiln.metrics.breaks, [str(b) for b in kiln.metrics.breaks]

@@ -18,8 +18,8 @@ included), which is what torch.compile traces numpy code with; Kiln does the sam
   on zero-filled arrays of the same shapes and dtypes (zero-stride ones for large
   shapes), and the traced result must have numpy's type (array or which numpy
   scalar), dtype and static shape, else the call breaks; so does any call that
-  writes to an argument (in-place operators, ``out=``, ``sort()``), one on symbolic
-  shapes, and a call numpy refuses on zeros;
+  writes to an argument (in-place operators, ``out=``, ``sort()``) and a call numpy
+  refuses on zeros (symbolic sizes stand in with their example values);
 - numpy calls on constants only (``np.finfo(np.float32).eps``, ``np.float32(2)``,
   ``np.sqrt(2.0)``) run at trace time when they give an immutable result (numpy
   scalars, dtypes, ``finfo``/``iinfo``): they are constants.  ``np.random`` is not in
@@ -30,6 +30,7 @@ reductions and ``libm`` may differ in the last place); types and dtypes are nump
 """
 from __future__ import annotations
 
+import math
 import operator
 import warnings
 
@@ -43,7 +44,8 @@ from ..graph import SYMBOLIC_TYPES
 from ..guards import literal
 from .base import ConstantValue, Value, const
 from .callables import RealCallableValue
-from .containers import ListValue, TupleValue
+from .containers import ListValue, SliceValue, TupleValue
+from .symbolic import SymNodeValue
 from .tensor import METHOD_HOOKS, TensorValue, graph_call
 
 # torch._numpy reads its default dtypes from torch._dynamo.config on first use; Kiln
@@ -113,13 +115,13 @@ class NumpyArrayValue(Value):
 
     def getattr(self, tx, name):
         fake = self.tensor.fake
-        if any(isinstance(d, SYMBOLIC_TYPES) for d in fake.shape):
-            raise Unsupported("a numpy array with symbolic sizes (Kiln traces numpy on static shapes only)")
         if name == "shape":
-            return const(tuple(fake.shape))
+            return TupleValue([self.tensor.dim_size(tx, i) for i in range(fake.ndim)])
         if name == "ndim":
             return const(fake.ndim)
         if name == "size":
+            if any(isinstance(d, SYMBOLIC_TYPES) for d in fake.shape):
+                return graph_call(tx, "call_method", "numel", [self.tensor], {})
             return const(fake.numel())
         if name == "dtype":
             return const(numpy_dtype(fake.dtype))
@@ -143,7 +145,7 @@ class NumpyArrayValue(Value):
         fake = self.tensor.fake
         if fake.ndim == 0:
             raise Unsupported("len() of a 0-d numpy array")
-        return int(fake.shape[0])
+        return self.tensor.length(tx)
 
     def truth(self, tx):
         raise Unsupported("the truth value of a numpy array (its data in Python)")
@@ -223,12 +225,12 @@ def _holds_array(values) -> bool:
 
 def _fold_constant_call(fn, args, kwargs):
     """``fn`` on constants, run now, when it gives an immutable result; else None."""
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        return None
     try:
         real_args = [a.as_constant() for a in args]
         real_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
     except Exception:
-        return None
-    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
         return None
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -307,6 +309,17 @@ def _lower_arrays(v: Value) -> Value:
     return v
 
 
+def _hint(size) -> int:
+    """A size for the stand-in: a symbolic size's example value (the types numpy gives do
+    not depend on sizes; shapes are compared only where static)."""
+    if isinstance(size, torch.SymInt):
+        hint = size.node.hint
+        if hint is None:
+            raise Unsupported("a numpy array with a size computed from tensor data")
+        return int(hint)
+    return int(size)
+
+
 def _oracle_arg(v: Value):
     """A real numpy stand-in for ``v``: zeros of the array's shape and dtype."""
     if isinstance(v, NumpyArrayValue):
@@ -314,10 +327,14 @@ def _oracle_arg(v: Value):
         dtype = numpy_dtype(fake.dtype)
         if v.scalar_type is not None:
             return v.scalar_type(0)
-        shape = tuple(int(d) for d in fake.shape)
-        if fake.numel() <= _ORACLE_DENSE_LIMIT:
+        shape = tuple(_hint(d) for d in fake.shape)
+        if math.prod(shape) <= _ORACLE_DENSE_LIMIT:
             return np.zeros(shape, dtype)
         return np.broadcast_to(np.zeros((), dtype), shape)
+    if isinstance(v, SymNodeValue):
+        return type(v.fake.node.hint)(v.fake.node.hint) if v.fake.node.hint is not None else v.as_constant()
+    if isinstance(v, SliceValue):
+        return slice(*[_oracle_arg(p) for p in (v.start, v.stop, v.step)])
     if isinstance(v, (TupleValue, ListValue)):
         items = [_oracle_arg(i) for i in v.items]
         return tuple(items) if isinstance(v, TupleValue) else items
@@ -357,9 +374,6 @@ def _check_error_state(tx, label):
 def numpy_call(tx, fn, label, args, kwargs, oracle=None):
     """Record numpy's ``fn(*args, **kwargs)`` as one graph op through torch._numpy and
     wrap the result as numpy would type it (checked against real numpy)."""
-    for v in [*args, *kwargs.values()]:
-        if isinstance(v, NumpyArrayValue) and any(isinstance(d, SYMBOLIC_TYPES) for d in v.tensor.fake.shape):
-            raise Unsupported("a numpy array with symbolic sizes (Kiln traces numpy on static shapes only)")
     _check_error_state(tx, label)
     expected = _numpy_result(tx, oracle or fn, args, kwargs, label)
     inputs = [v.tensor.fake for v in [*args, *kwargs.values()] if isinstance(v, NumpyArrayValue)]
