@@ -83,6 +83,12 @@ def test_error_state_that_raises_breaks():
     assert any("np.errstate" in str(b) for b in kiln.metrics.breaks)
 
 
+def tensor_of_array(x):
+    a = x.numpy() * 2
+    return (torch.tensor(a), torch.as_tensor(a), torch.as_tensor(a, dtype=torch.float64),
+            torch.tensor(a.sum()), torch.tensor(a.T, dtype=torch.float16), torch.as_tensor(x.numpy()))
+
+
 def mixed_scalars(x):
     # numpy scalars are strongly typed (NEP 50): float16 array + np.float32 is float32,
     # float32 scalar + np.float64 is float64; a Python float would be weak
@@ -102,6 +108,7 @@ CASES = [
     Case("array_argument", array_argument, lambda r: I(r.randn(2, 3).numpy(), r.randn(2, 3)),
          graphs=1, ops=3, **TOL),
     Case("mixed_scalars", mixed_scalars, lambda r: r.randn(3), graphs=1, ops=6, atol=1e-3, rtol=1e-3),
+    Case("tensor_of_array", tensor_of_array, lambda r: r.randn(3, 4), graphs=1, ops=10, **TOL),
     Case("stacked", stacked, lambda r: (r.randn(2, 3), r.randn(2, 3)), graphs=1, ops=3, **TOL),
 ]
 

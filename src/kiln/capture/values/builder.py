@@ -33,7 +33,7 @@ from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue
 from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
 from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
                          is_module_container)
-from .numpy_arrays import FromNumpyValue, NumpyArrayValue, NumpyFunctionValue, is_numpy_callable
+from .numpy_arrays import TORCH_FROM_ARRAY, NumpyArrayValue, NumpyFunctionValue, TorchFromArrayValue, is_numpy_callable
 from .objects import ClassValue, ModuleGlobalsValue, ObjectValue, PythonModuleValue, is_plain_class
 from .symbolic import SymNodeValue, size_value
 from .tensor import TensorMethodValue, TensorValue
@@ -292,7 +292,8 @@ _BY_KIND = [
     (lambda obj: isinstance(obj, (np.generic, np.dtype, np.finfo, np.iinfo)), _wrap_numpy_constant),
     (lambda obj: type(obj) is np.ndarray, _wrap_ndarray),
     (is_numpy_callable, _by_identity("function", lambda tx, obj, source: NumpyFunctionValue(obj, source))),
-    (lambda obj: obj is torch.from_numpy, _by_identity("function", lambda tx, obj, source: FromNumpyValue(obj, source))),
+    (lambda obj: any(obj is f for f in TORCH_FROM_ARRAY),
+     _by_identity("function", lambda tx, obj, source: TorchFromArrayValue(obj, source))),
     (lambda obj: _is_namedtuple_class(type(obj)) or _is_structseq_class(type(obj)), _wrap_tuple),
     (lambda obj: isinstance(obj, torch.nn.Module), _wrap_module),
     (lambda obj: isinstance(obj, types.FunctionType), lambda tx, obj, source, guards: _wrap_function(tx, obj, source)),

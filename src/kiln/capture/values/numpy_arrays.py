@@ -43,7 +43,7 @@ from ...exc import Unsupported
 from ..graph import SYMBOLIC_TYPES
 from ..guards import literal
 from .base import ConstantValue, Value, const
-from .callables import RealCallableValue
+from .callables import RealCallableValue, TorchFunctionValue
 from .containers import ListValue, SliceValue, TupleValue
 from .symbolic import SymNodeValue
 from .tensor import METHOD_HOOKS, TensorValue, graph_call
@@ -214,11 +214,11 @@ class NumpyFunctionValue(RealCallableValue):
         return numpy_call(tx, counterpart, self.fn.__name__, list(args), kwargs, oracle=self.fn)
 
 
-def _holds_array(values) -> bool:
+def _holds_array(values, kinds=(NumpyArrayValue, TensorValue)) -> bool:
     for v in values:
-        if isinstance(v, (NumpyArrayValue, TensorValue)):
+        if isinstance(v, kinds):
             return True
-        if isinstance(v, (TupleValue, ListValue)) and _holds_array(v.items):
+        if isinstance(v, (TupleValue, ListValue)) and _holds_array(v.items, kinds):
             return True
     return False
 
@@ -432,13 +432,33 @@ def tensor_numpy(tx, t: TensorValue, args, kwargs):
 METHOD_HOOKS["numpy"] = tensor_numpy
 
 
-class FromNumpyValue(RealCallableValue):
-    """``torch.from_numpy``: a new tensor on the array's memory (a non-view alias)."""
-
-    def python_type(self):
-        return type(self.fn)
+class TorchFromArrayValue(TorchFunctionValue):
+    """``torch.from_numpy``, ``torch.as_tensor``, ``torch.tensor`` given a traced array:
+    ``from_numpy`` and ``as_tensor`` make a new tensor on the array's memory (a non-view
+    alias; ``as_tensor`` to another dtype converts), ``tensor`` a contiguous copy.  Other
+    arguments are the torch function's ordinary call."""
 
     def call(self, tx, args, kwargs):
-        if len(args) != 1 or kwargs or not isinstance(args[0], NumpyArrayValue) or args[0].scalar_type:
-            raise Unsupported("torch.from_numpy of something other than a traced numpy array")
-        return graph_call(tx, "call_method", "detach", [args[0].tensor], {})
+        fn = self.fn
+        array = args[0] if len(args) == 1 and isinstance(args[0], NumpyArrayValue) else None
+        if array is None or set(kwargs) - ({"dtype"} if fn is not torch.from_numpy else set()):
+            if fn is torch.from_numpy:
+                raise Unsupported("torch.from_numpy of something other than a traced numpy array")
+            if _holds_array([*args, *kwargs.values()], NumpyArrayValue):
+                raise Unsupported(f"torch.{fn.__name__} of a numpy array with these arguments")
+            return super().call(tx, args, kwargs)
+        if array.scalar_type is not None and fn is not torch.tensor:
+            raise Unsupported(f"torch.{fn.__name__} of a numpy scalar")
+        dtype = kwargs.get("dtype", const(None)).as_constant()
+        same = dtype is None or dtype == array.tensor.fake.dtype
+        if fn is torch.tensor:
+            out = graph_call(tx, "call_method", "clone", [array.tensor], {"memory_format": const(torch.contiguous_format)})
+        else:
+            out = graph_call(tx, "call_method", "detach", [array.tensor], {}) if same else array.tensor
+        if not same:
+            out = graph_call(tx, "call_method", "to", [out, const(dtype)], {})
+        return out
+
+
+#: torch functions that take a numpy array
+TORCH_FROM_ARRAY = (torch.from_numpy, torch.as_tensor, torch.tensor)
