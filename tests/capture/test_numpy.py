@@ -138,6 +138,16 @@ def test_array_of_a_tensor_shares_its_memory():
     assert type(a) is np.ndarray and np.array_equal(a, x.numpy())
 
 
+def test_array_argument_returned_is_the_same_object():
+    def passthrough(a, x):
+        return a, torch.from_numpy(a) + x
+
+    kiln.reset()
+    a = np.ones((2, 3), dtype=np.float32)
+    out, _ = kiln.compile(passthrough, backend=CompileCounter(), fullgraph=True)(a, torch.ones(2, 3))
+    assert out is a
+
+
 def _default_mode(fn, make_inputs, seed=True):
     """Compile ``fn`` in default mode; compare with eager on two input sets (numpy seeded
     alike); return the counter and the breaks of the first call."""

@@ -161,9 +161,10 @@ _BY_TYPE = {
 
 # -- kinds, in order ------------------------------------------------------------------
 
-def _wrap_str_subclass(tx, obj, source, guards):
-    # a str subclass (``torch.__version__``, a TorchVersion): immutable, so a constant
-    # whose own methods run on the real object; guarded by type and value
+def _wrap_immutable(tx, obj, source, guards):
+    # immutable, so a constant whose own methods run on the real object; guarded by type
+    # and value: a str subclass (``torch.__version__``, a TorchVersion), numpy scalars,
+    # dtypes and finfo / iinfo
     if guards is not None:
         guards.type_is(source, obj)
         guards.constant(source, obj)
@@ -176,14 +177,6 @@ def _wrap_metadata_constant(tx, obj, source, guards):
             guards.identity(source, obj, "constant")
         else:
             guards.constant(source, obj)
-    return ConstantValue(obj, source)
-
-
-def _wrap_numpy_constant(tx, obj, source, guards):
-    # numpy scalars, dtypes, finfo / iinfo: immutable, so constants, guarded by type and value
-    if guards is not None:
-        guards.type_is(source, obj)
-        guards.constant(source, obj)
     return ConstantValue(obj, source)
 
 
@@ -201,7 +194,7 @@ def _wrap_ndarray(tx, obj, source, guards):
     guards.constant(AttrSource(source, "dtype"), obj.dtype)
     tx.state.keepalive.append(data)
     tensor = _wrap_tensor(tx, data, CallSource(id(torch.from_numpy), source, (), fn=torch.from_numpy))
-    return tx.state.remember(obj, NumpyArrayValue(tensor))
+    return tx.state.remember(obj, NumpyArrayValue(tensor, source=source))
 
 
 def _wrap_size(tx, obj, source, guards):
@@ -286,10 +279,10 @@ def _wrap_carried_iterator(tx, obj, source, guards):
 
 _BY_KIND = [
     (lambda obj: isinstance(obj, torch.Tensor), lambda tx, obj, source, guards: _wrap_tensor(tx, obj, source)),
-    (lambda obj: isinstance(obj, str), _wrap_str_subclass),        # exact str is a literal (_BY_TYPE)
+    (lambda obj: isinstance(obj, str), _wrap_immutable),        # exact str is a literal (_BY_TYPE)
     (lambda obj: isinstance(obj, (*_METADATA_CONSTANTS, enum.Enum)), _wrap_metadata_constant),
     (lambda obj: isinstance(obj, torch.Size), _wrap_size),
-    (lambda obj: isinstance(obj, (np.generic, np.dtype, np.finfo, np.iinfo)), _wrap_numpy_constant),
+    (lambda obj: isinstance(obj, (np.generic, np.dtype, np.finfo, np.iinfo)), _wrap_immutable),
     (lambda obj: type(obj) is np.ndarray, _wrap_ndarray),
     (is_numpy_callable, _by_identity("function", lambda tx, obj, source: NumpyFunctionValue(obj, source))),
     (lambda obj: any(obj is f for f in TORCH_FROM_ARRAY),

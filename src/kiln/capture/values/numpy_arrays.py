@@ -96,9 +96,10 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
 class NumpyArrayValue(Value):
     """A numpy array (or numpy scalar, ``scalar_type``) whose data is ``tensor``."""
 
-    def __init__(self, tensor: TensorValue, scalar_type: type | None = None):
+    def __init__(self, tensor: TensorValue, scalar_type: type | None = None, source=None):
         self.tensor = tensor
         self.scalar_type = scalar_type
+        self.source = source      # a real array from outside the frame: that very object
 
     def python_type(self):
         return self.scalar_type or np.ndarray
@@ -111,6 +112,8 @@ class NumpyArrayValue(Value):
         return [self.tensor]
 
     def reconstruct(self, cg):
+        if self.source is not None:
+            return cg.source_expr(self.source)
         return f"{cg.expr(self.tensor)}.numpy()" + ("[()]" if self.scalar_type else "")
 
     def getattr(self, tx, name):
