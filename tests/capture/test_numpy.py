@@ -83,6 +83,12 @@ def test_error_state_that_raises_breaks():
     assert any("np.errstate" in str(b) for b in kiln.metrics.breaks)
 
 
+def scalar_to_number(x):
+    # float() of a numpy scalar is its item(): a number computed by the graph
+    n = float(x.numpy().sum())
+    return x * n, int(np.max(x.numpy()) * 10) + x
+
+
 def tensor_of_array(x):
     a = x.numpy() * 2
     return (torch.tensor(a), torch.as_tensor(a), torch.as_tensor(a, dtype=torch.float64),
@@ -108,6 +114,7 @@ CASES = [
     Case("array_argument", array_argument, lambda r: I(r.randn(2, 3).numpy(), r.randn(2, 3)),
          graphs=1, ops=3, **TOL),
     Case("mixed_scalars", mixed_scalars, lambda r: r.randn(3), graphs=1, ops=6, atol=1e-3, rtol=1e-3),
+    Case("scalar_to_number", scalar_to_number, lambda r: r.randn(3, 4), graphs=1, ops=8, **TOL),
     Case("tensor_of_array", tensor_of_array, lambda r: r.randn(3, 4), graphs=1, ops=10, **TOL),
     Case("stacked", stacked, lambda r: (r.randn(2, 3), r.randn(2, 3)), graphs=1, ops=3, **TOL),
 ]

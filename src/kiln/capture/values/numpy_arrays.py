@@ -153,6 +153,12 @@ class NumpyArrayValue(Value):
     def truth(self, tx):
         raise Unsupported("the truth value of a numpy array (its data in Python)")
 
+    def number_tensor(self):
+        """``float(a)`` / ``int(a)`` / ``bool(a)`` of a numpy scalar or 0-d array read its
+        one element as ``item()`` does a tensor's (an array with dimensions, which numpy
+        converts with a DeprecationWarning, is left to Python)."""
+        return self.tensor if self.tensor.fake.ndim == 0 else None
+
 
 def _attribute_getter(name):
     def get(a):
