@@ -36,6 +36,7 @@ import types
 from collections.abc import Mapping
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 import torch
 
 __all__ = ["Rules", "Walk", "Difference", "children", "walk", "tensor_leaves", "differences", "assert_same",
@@ -274,6 +275,13 @@ def _compare(e, a, rules: Rules, path: str, out: list, above: set) -> None:
         return
     if isinstance(e, torch.Tensor):
         out.extend(tensor_differences(e, a, rules, path))
+        return
+    if isinstance(e, (np.ndarray, np.generic)) and e.dtype.kind in "biufc":
+        # numpy arrays and scalars: dtype exactly, values as a tensor's
+        if e.dtype != a.dtype:
+            out.append(Difference("dtype", f"{path}: numpy dtype {a.dtype}, expected {e.dtype}"))
+            return
+        out.extend(tensor_differences(torch.from_numpy(np.array(e)), torch.from_numpy(np.array(a)), rules, path))
         return
     ek, ak = children(e, rules.walk), children(a, rules.walk)
     if ek is None or ak is None:

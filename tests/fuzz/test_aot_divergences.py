@@ -88,7 +88,9 @@ def _run(prog, fn, call):
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-@pytest.mark.parametrize("prog,graphs", [(_grad_prog, {"eager": 4, "aot": 3}), (_rg_prog, {"eager": 2, "aot": 2})],
+# leaf_grad under eager: 3 graphs since numpy is traced (issue #32: `float(x.numpy().sum())`
+# was a break of its own, 4 graphs); under AOT backends the leaf's break takes its place
+@pytest.mark.parametrize("prog,graphs", [(_grad_prog, {"eager": 3, "aot": 3}), (_rg_prog, {"eager": 2, "aot": 2})],
                          ids=["leaf_grad", "output_rg"])
 def test_frame_leaf_matches_eager(prog, graphs, kind):
     """(a) and (b) as reported; graph counts: a functional backend makes the leaf at a break."""

@@ -19,7 +19,7 @@ A :class:`ModelSpec` is deliberately small:
   the ``inputs`` function's ``at`` attribute when not given explicitly.
 
 The model zoo lives in ``models_local``, ``models_hf``, ``models_hf_more`` and
-``models_hops``; they are imported lazily the first time the registry is consulted.  Extra modules named in the environment
+``models_hops`` and ``models_programs``; they are imported lazily the first time the registry is consulted.  Extra modules named in the environment
 variable ``KILN_BENCH_PLUGINS`` (comma separated module names) are imported too,
 which is how the tests add models that crash or hang on purpose.
 """
@@ -34,7 +34,7 @@ import torch
 
 PLUGIN_ENV = "KILN_BENCH_PLUGINS"
 _BUILTIN_MODULES = ("kiln.bench.models_local", "kiln.bench.models_hf", "kiln.bench.models_hf_more",
-                    "kiln.bench.models_hops")
+                    "kiln.bench.models_hops", "kiln.bench.models_programs")
 
 #: The suites the CLI offers; ``all`` is every registered model.
 SUITES = ("quick", "hf", "local", "all")

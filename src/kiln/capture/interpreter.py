@@ -18,7 +18,7 @@ from .semantics import HANDLERS, operators
 from .hops import subgraph
 from .basics import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode, exception_table, index_at_offset
 from .basics import GlobalSource, ROWS
-from .values import builder, const, ExceptionValue, GeneratorValue, TracedException, Value
+from .values import builder, const, construction, ExceptionValue, GeneratorValue, TracedException, Value
 
 _DECODED: dict = caches.register_dict("capture.interpreter.decoded", {})   # code -> instructions
 _EXC_TABLES: dict = caches.register_dict("capture.interpreter.exception_tables", {})   # code -> its table
@@ -218,10 +218,10 @@ class Tracer:
         return builder.wrap_traced_object(self, real)
 
     def lower_to_real(self, value: Value) -> object:
-        return builder.lower_to_real(self, value)
+        return construction.lower_to_real(self, value)
 
     def construct(self, cls_value, args: list, kwargs: dict) -> Value:
-        return builder.construct(self, cls_value, args, kwargs)
+        return construction.construct(self, cls_value, args, kwargs)
 
     def apply_operator(self, fn, *args: Value) -> Value:
         return operators.apply_operator(self, fn, *args)

@@ -17,14 +17,19 @@ _PATTERNS: tuple = (
     ("depends on tensor data", "The result's shape or value depends on tensor contents (e.g. .item(), "
                                "nonzero(), data-dependent control flow), which a graph cannot express; "
                                "the code after it resumes in a new graph."),
-    ("numpy", "NumPy calls run as Python; their results enter the next graph as inputs. Use torch ops "
-              "instead if you want them captured."),
+    ("numpy.random", "np.random draws run as Python, on numpy's own stream; the array they return enters "
+                     "the next graph as an input. torch's generators draw inside graphs."),
+    ("torch._numpy computes", "numpy calls are traced through torch._numpy, and this one would give another "
+                              "dtype than numpy does, so it runs as Python; an explicit .astype() before it "
+                              "(or torch ops) keeps it in the graph."),
+    ("numpy", "Kiln traces numpy calls on arrays from tensors as tensor ops (torch._numpy); this one runs as "
+              "Python (the reason says why) and its result enters the next graph as an input."),
     ("backward()", "loss.backward() runs as Python (autograd); the forward graphs before it are compiled, "
                    "and AOTAutograd-based backends (aot_eager, aten, inductor) compile their backward too."),
     ("Tensor.grad", "Setting .grad (zero_grad, clearing gradients) runs as Python; doing it before the "
                     "compiled call keeps it out of the compiled region."),
-    ("ndarray", "A NumPy array made at an earlier break cannot enter a graph directly; torch.tensor / "
-                "torch.from_numpy on it runs as Python and its result enters the next graph."),
+    ("ndarray", "A NumPy array Kiln cannot view as a tensor (object dtype, read-only or byte-swapped memory) "
+                "stays a Python object; the numpy calls on it run as Python."),
     ("for-loop over", "The loop's iterator was carried across an earlier break, so each next() runs as "
                       "Python; the loop body is still compiled (one cached continuation for every iteration)."),
     ("does not model", "Kiln cannot look inside this C function, so the call runs as Python; its result "

@@ -8,8 +8,9 @@ import operator
 from ...exc import Unsupported
 from ..basics import COMPARE_OPS, DUNDER as _DUNDER, INPLACE_TO_BINARY, REFLECTED as _REFLECTED, UNARY_OPS
 from ..values import const, ConstantValue, dict_views, raise_python, sets, type_lookup, Value
-from ..values import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of, set_items
+from ..values import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of
 from ..values import graph_call, NewObjectValue, ObjectValue, SymNodeValue, TensorValue
+from ..values import NumpyArrayValue, numpy_operator
 
 
 def _fold(fn, *values):
@@ -38,6 +39,8 @@ def _symbolic(tx, fn, *operands):
 
 
 def binary(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, NumpyArrayValue) or isinstance(b, NumpyArrayValue):
+        return numpy_operator(tx, fn, a, b)
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return graph_call(tx, "call_function", fn, [a, b], {})
     result, (a, b) = _symbolic(tx, fn, a, b)
@@ -93,6 +96,8 @@ def _lazy_arithmetic(fn, a: ConstantValue, b: ConstantValue):
 
 
 def inplace(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, NumpyArrayValue):
+        raise Unsupported(f"in-place operator {fn.__name__} on a numpy array")
     if isinstance(a, TensorValue):
         return graph_call(tx, "call_function", fn, [a, b], {})
     if isinstance(a, ListValue) and fn is operator.iadd:
@@ -181,6 +186,8 @@ def _not_implemented(v) -> bool:
 
 
 def compare(tx, fn, a: Value, b: Value) -> Value:
+    if isinstance(a, NumpyArrayValue) or isinstance(b, NumpyArrayValue):
+        return numpy_operator(tx, fn, a, b)
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         if isinstance(a, TensorValue) and isinstance(b, ConstantValue) and b.value is None:
             return const(fn is operator.ne)
@@ -303,6 +310,8 @@ def contains(tx, container: Value, item: Value) -> bool:
 
 
 def unary(tx, fn, a: Value) -> Value:
+    if isinstance(a, NumpyArrayValue) and fn in (operator.neg, operator.pos, operator.abs, operator.invert):
+        return numpy_operator(tx, fn, a)
     if isinstance(a, TensorValue):
         return graph_call(tx, "call_function", fn, [a], {})
     result, (a,) = _symbolic(tx, fn, a)

@@ -33,6 +33,7 @@ from .generators import GeneratorValue  # noqa: F401
 from .iterators import IteratorValue, as_iterator  # noqa: F401
 from .new_objects import NewObjectValue  # noqa: F401
 from .nn_modules import ModuleValue  # noqa: F401
+from .numpy_arrays import NumpyArrayValue, numpy_operator  # noqa: F401
 from .objects import ClassValue, ObjectValue, slot_names  # noqa: F401
 from .super_value import make_super  # noqa: F401
 from .symbolic import SymNodeValue  # noqa: F401

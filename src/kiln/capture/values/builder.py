@@ -12,37 +12,31 @@ import enum
 import functools
 import types
 
+import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
 from ...exc import Unsupported
 from ..basics import SYMBOLIC_TYPES
-from ..basics import AttrSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
-from .base import BoundContainerMethod, ConstantValue, Value, const, to_python
-from .builtins import BUILTINS
+from ..basics import AttrSource, CallSource, ConstSource, DictKeysSource, DictValuesSource, ItemSource, LocalSource
+from .base import BoundContainerMethod, ConstantValue, Value, const
 from .callables import realize, wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
-from .container_subclasses import container_base, subclass_instance
+from .construction import is_namedtuple_class
 from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue, key_of
 from .contexts import wrap_autocast_exit, wrap_grad_mode_exit
 from .deques import DequeValue
-from .exceptions import ExceptionValue
 from .functions import BoundMethodValue, CachedFunctionValue, PartialValue, UserFunctionValue
 from ...runtime import remaining_items
 from .iterators import CARRIED_ITERATOR_TYPES, CarriedIteratorValue
-from .new_objects import NewObjectValue, ReplayedObjectValue, is_replayable_class
-from .nn_modules import (ModuleValue, NewModuleListValue, NewTorchModuleValue, build_stateless_torch_module,
-                         is_module_container)
-from .objects import ClassValue, ModuleGlobalsValue, ObjectValue, PythonModuleValue, is_plain_class
+from .nn_modules import ModuleValue
+from .numpy_arrays import TORCH_FROM_ARRAY, NumpyArrayValue, NumpyFunctionValue, TorchFromArrayValue, is_numpy_callable
+from .objects import ModuleGlobalsValue, ObjectValue, PythonModuleValue
 from .symbolic import SymNodeValue, size_value
 from .tensor import TensorMethodValue, TensorValue
 
 _LITERALS = (int, float, bool, str, bytes, complex, type(None))
 _METADATA_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo,
                        range, slice, type(Ellipsis), type(NotImplemented))
-
-
-def _is_namedtuple_class(cls) -> bool:
-    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
 
 
 def _is_structseq_class(cls) -> bool:
@@ -159,9 +153,10 @@ _BY_TYPE = {
 
 # -- kinds, in order ------------------------------------------------------------------
 
-def _wrap_str_subclass(tx, obj, source, guards):
-    # a str subclass (``torch.__version__``, a TorchVersion): immutable, so a constant
-    # whose own methods run on the real object; guarded by type and value
+def _wrap_immutable(tx, obj, source, guards):
+    # immutable, so a constant whose own methods run on the real object; guarded by type
+    # and value: a str subclass (``torch.__version__``, a TorchVersion), numpy scalars,
+    # dtypes and finfo / iinfo
     if guards is not None:
         guards.type_is(source, obj)
         guards.constant(source, obj)
@@ -175,6 +170,23 @@ def _wrap_metadata_constant(tx, obj, source, guards):
         else:
             guards.constant(source, obj)
     return ConstantValue(obj, source)
+
+
+def _wrap_ndarray(tx, obj, source, guards):
+    # a numpy array from outside the frame (an argument, a value carried over a break): its
+    # data is a graph input read as ``torch.from_numpy(a)`` (the same memory), guarded as a
+    # tensor is; arrays torch cannot view (object dtypes, read-only memory) stay objects
+    if source is None or obj.dtype.hasobject or not obj.flags.writeable or obj.dtype.byteorder == ">":
+        return None
+    try:
+        data = torch.from_numpy(obj)
+    except (TypeError, RuntimeError, ValueError):
+        return None
+    guards.type_is(source, obj)
+    guards.constant(AttrSource(source, "dtype"), obj.dtype)
+    tx.state.keepalive.append(data)
+    tensor = _wrap_tensor(tx, data, CallSource(id(torch.from_numpy), source, (), fn=torch.from_numpy))
+    return tx.state.remember(obj, NumpyArrayValue(tensor, source=source))
 
 
 def _wrap_size(tx, obj, source, guards):
@@ -269,10 +281,15 @@ def _wrap_carried_iterator(tx, obj, source, guards):
 
 _BY_KIND = [
     (lambda obj: isinstance(obj, torch.Tensor), lambda tx, obj, source, guards: _wrap_tensor(tx, obj, source)),
-    (lambda obj: isinstance(obj, str), _wrap_str_subclass),        # exact str is a literal (_BY_TYPE)
+    (lambda obj: isinstance(obj, str), _wrap_immutable),        # exact str is a literal (_BY_TYPE)
     (lambda obj: isinstance(obj, (*_METADATA_CONSTANTS, enum.Enum)), _wrap_metadata_constant),
     (lambda obj: isinstance(obj, torch.Size), _wrap_size),
-    (lambda obj: _is_namedtuple_class(type(obj)) or _is_structseq_class(type(obj)), _wrap_tuple),
+    (lambda obj: isinstance(obj, (np.generic, np.dtype, np.finfo, np.iinfo)), _wrap_immutable),
+    (lambda obj: type(obj) is np.ndarray, _wrap_ndarray),
+    (is_numpy_callable, _by_identity("function", lambda tx, obj, source: NumpyFunctionValue(obj, source))),
+    (lambda obj: any(obj is f for f in TORCH_FROM_ARRAY),
+     _by_identity("function", lambda tx, obj, source: TorchFromArrayValue(obj, source))),
+    (lambda obj: is_namedtuple_class(type(obj)) or _is_structseq_class(type(obj)), _wrap_tuple),
     (lambda obj: isinstance(obj, torch.nn.Module), _wrap_module),
     (lambda obj: isinstance(obj, types.FunctionType), lambda tx, obj, source, guards: _wrap_function(tx, obj, source)),
     (lambda obj: isinstance(obj, functools._lru_cache_wrapper),
@@ -443,150 +460,3 @@ def wrap_traced_object(tx, real) -> Value:
     if isinstance(real, (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView)):
         return TupleValue([wrap_traced_object(tx, r) for r in real])
     return wrap(tx, real, None)
-
-
-def lower_to_real(tx, v: Value):
-    """The real/fake Python object for a Value, for running a constructor on fakes."""
-    if isinstance(v, TensorValue):
-        return v.fake
-    if isinstance(v, ConstantValue):
-        return v.value
-    if isinstance(v, TupleValue):
-        items = [lower_to_real(tx, i) for i in v.items]
-        return v.python_type()(*items) if isinstance(v, NamedTupleValue) and hasattr(v.cls, "_fields") else tuple(items)
-    if isinstance(v, ListValue):
-        return [lower_to_real(tx, i) for i in v.items]
-    if isinstance(v, DictValue):
-        return {k: lower_to_real(tx, i) for k, i in v.items.items()}
-    if isinstance(v, ReplayedObjectValue):
-        return v.instance
-    real = getattr(v, "real_object", None)
-    if real is not None and not isinstance(v, (ListValue, DictValue, ObjectValue)):
-        return real()
-    if isinstance(v, ObjectValue) and not isinstance(v.obj, (list, dict)):
-        return v.obj
-    # anything else travels through the constructor as an opaque stand-in
-    stand_in = _StandIn(v)
-    tx.state.replayed[id(stand_in)] = v
-    tx.state.keepalive.append(stand_in)
-    return stand_in
-
-
-class _StandIn:
-    """Carries a symbolic value through a replayed constructor (which only stores it)."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def __repr__(self):
-        return f"<kiln stand-in for {self.value.describe()}>"
-
-
-# Classes whose construction from constants is pure and whose instances are immutable.
-_PURE_CONSTRUCTORS = frozenset({torch.finfo, torch.iinfo, torch.device, torch.Size, torch.dtype,
-                                range, slice, type(None)})
-
-
-def _construct_dict(tx, cls, args: list, kwargs: dict) -> Value:
-    """``OrderedDict(...)`` / ``defaultdict(factory, ...)``: a dict built the way dict() is."""
-    factory = None
-    if cls is collections.defaultdict:
-        factory = args.pop(0) if args else None
-        if isinstance(factory, ConstantValue) and factory.value is None:
-            factory = None
-    d = BUILTINS[dict](tx, args, dict(kwargs))
-    d.cls = cls
-    d.default_factory = factory
-    return d
-
-
-def _container_modules(tx, cls, args: list):
-    """The modules of ``ModuleList(modules)`` / ``Sequential(*modules)`` /
-    ``Sequential(OrderedDict(...))`` when they all exist already, else None."""
-    if issubclass(cls, torch.nn.ModuleList):
-        items = args[0].unpack(tx) if len(args) == 1 else [] if not args else None
-    elif len(args) == 1 and isinstance(args[0], DictValue):
-        items = list(args[0].items.values())
-    else:
-        items = list(args)
-    if items is None or not all(isinstance(i, (ModuleValue, NewModuleListValue)) for i in items):
-        return None
-    return items
-
-
-def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
-    """``cls(*args, **kwargs)`` for a class read while tracing."""
-    cls = cls_value.obj
-    if _is_namedtuple_class(cls):
-        fields = cls._fields
-        values = dict(zip(fields, args))
-        values.update(kwargs)
-        for f, d in getattr(cls, "_field_defaults", {}).items():
-            values.setdefault(f, wrap(tx, d, None))
-        missing = [f for f in fields if f not in values]
-        if missing:
-            raise Unsupported(f"{cls.__name__}() missing fields {missing}")
-        return NamedTupleValue([values[f] for f in fields], cls)
-    if is_replayable_class(cls):
-        real_args = [lower_to_real(tx, a) for a in args]
-        real_kwargs = {k: lower_to_real(tx, v) for k, v in kwargs.items()}
-        try:
-            with tx.state.builder.fake_mode:
-                instance = cls(*real_args, **real_kwargs)
-        except Exception as e:
-            raise Unsupported(f"building {cls.__name__} at trace time failed: {type(e).__name__}: {e}") from e
-        v = ReplayedObjectValue(instance, cls, args, kwargs)
-        tx.state.replayed[id(instance)] = v
-        tx.state.keepalive.append(instance)
-        return v
-    base = container_base(cls)
-    if base is not None:
-        return subclass_instance(BUILTINS[base](tx, list(args), dict(kwargs)), cls)
-    if cls in (collections.OrderedDict, collections.defaultdict):
-        return _construct_dict(tx, cls, list(args), kwargs)
-    if cls is functools.partial:
-        if not args:
-            raise Unsupported("functools.partial() needs a callable")
-        return PartialValue(args[0], list(args[1:]), dict(kwargs))
-    if issubclass(cls, BaseException):
-        return ExceptionValue(cls, list(args))
-    if cls in _PURE_CONSTRUCTORS:
-        try:
-            real_args = [to_python(a, tx) for a in args]
-            real_kwargs = {k: to_python(v, tx) for k, v in kwargs.items()}
-        except Unsupported:
-            raise Unsupported(f"{cls.__name__}() with arguments that are not constants")
-        try:
-            return wrap(tx, cls(*real_args, **real_kwargs), None)
-        except Exception as e:
-            raise Unsupported(f"{cls.__name__}() raised {type(e).__name__}: {e}") from e
-    if is_plain_class(cls, python_new=True):
-        if cls.__new__ is not object.__new__:
-            # type.__call__: the class's own __new__ (traced), then __init__ if it made a cls
-            obj = wrap(tx, cls.__new__, None).call(tx, [cls_value, *args], kwargs)
-            if not issubclass(obj.python_type(), cls):
-                return obj
-        else:
-            obj = NewObjectValue(cls)
-            tx.state.side_effects.track_new(obj)
-        init = cls.__init__
-        if init is object.__init__:
-            if (args or kwargs) and cls.__new__ is object.__new__:
-                raise Unsupported(f"{cls.__name__}() takes no arguments")
-        else:
-            wrap(tx, init, None).call(tx, [obj, *args], kwargs)
-        return obj
-    if is_module_container(cls) and not kwargs:
-        items = _container_modules(tx, cls, args)
-        if items is not None:
-            return NewModuleListValue(cls, items)
-    if isinstance(cls, type) and issubclass(cls, torch.nn.Module) \
-            and all(isinstance(a, ConstantValue) for a in [*args, *kwargs.values()]):
-        # a stateless torch.nn module from constant arguments (loss functions, activations)
-        real_args = tuple(a.as_constant() for a in args)
-        real_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
-        mod = build_stateless_torch_module(cls, real_args, real_kwargs)
-        if mod is not None:
-            tx.state.keepalive.append(mod)
-            return NewTorchModuleValue(mod, real_args, real_kwargs)
-    raise Unsupported(f"constructing a {cls.__module__}.{cls.__qualname__} inside a compiled region")

@@ -314,8 +314,18 @@ def _abs(tx, args, kwargs):
     return _fold(abs)(tx, args, kwargs)
 
 
+def _number_data(v):
+    """The one-element tensor holding a value's number when it is not a tensor itself (a
+    numpy scalar or 0-d array: ``number_tensor()``, values/numpy_arrays.py), else ``v``."""
+    held = getattr(v, "number_tensor", None)
+    found = held() if callable(held) else None
+    return v if found is None else found
+
+
 def _numeric(cls):
     def handler(tx, args, kwargs):
+        if len(args) == 1 and not kwargs:
+            args = [_number_data(args[0])]
         if len(args) == 1 and not kwargs and isinstance(args[0], (TensorValue, SymNodeValue)):
             # a number read from tensor data stays in the graph (an unbacked symbol)
             out = number_of(tx, args[0], cls)
@@ -328,6 +338,8 @@ def _numeric(cls):
 
 
 def _bool(tx, args, kwargs):
+    if len(args) == 1 and not kwargs:
+        args = [_number_data(args[0])]
     if len(args) == 1 and not kwargs and isinstance(args[0], (TensorValue, SymNodeValue)):
         out = number_of(tx, args[0], bool)   # kept in the graph; a branch on it still breaks
         if out is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException
 from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
@@ -37,6 +38,10 @@ DATA_DEPENDENT = frozenset({
     "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr",
     "untyped_storage", "storage", "__array__", "__format__",
 })
+# Tensor methods a higher value kind answers (name -> fn(tx, tensor, args, kwargs) -> Value
+# or None to decline): ``numpy`` is registered by values/numpy_arrays.py, which imports
+# this module, so this one cannot import it.
+METHOD_HOOKS: dict = {}
 # Methods that cannot be put in a graph.
 UNSUPPORTED_METHODS = {
     "backward": "calling backward() inside a compiled region",
@@ -213,6 +218,10 @@ class TensorMethodValue(Value):
             out = item_value(tx, t)
             if out is not None:
                 return out
+        hook = METHOD_HOOKS.get(name)
+        made = hook(tx, t, args, kwargs) if hook is not None else None
+        if made is not None:
+            return made
         if name in DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
         if name == "backward":
@@ -261,6 +270,11 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
         if made is not None:
             return made
     tensors = [a.fake for a in args if isinstance(a, TensorValue)]
+    if (not tensors or target in _TENSOR_FROM_DATA or target == "new_tensor") \
+            and _holds_numpy_scalar([*args, *kwargs.values()]):
+        # without a tensor beside it, torch types a numpy scalar by its numpy dtype
+        # (torch.tensor(np.float64(1)) is float64), unlike the Python number it lowers to
+        raise Unsupported(f"a numpy scalar passed to {getattr(target, '__name__', target)} with no tensor beside it")
     if target in _SCALAR_FRIENDLY and tensors and all(t.dim() for t in tensors):
         # only next to tensors with dimensions: there a 0-d tensor promotes like the Python
         # number it stands for; next to a 0-d tensor it would not (0.01 * loss.sum() would
@@ -303,6 +317,11 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
 
 
 _TENSOR_FROM_DATA = frozenset({torch.tensor, torch.as_tensor})
+
+
+def _holds_numpy_scalar(values) -> bool:
+    return any((isinstance(v, ConstantValue) and isinstance(v.peek(), np.generic))
+               or (isinstance(v, (TupleValue, ListValue)) and _holds_numpy_scalar(v.items)) for v in values)
 
 
 def _holds_data_number(v: Value) -> bool:
@@ -531,7 +550,15 @@ def _lower(tx, v: Value):
         # a value of an enclosing graph becomes an input of a body's subgraph
         return tx.state.builder.lift(v.node, v.fake), v.fake
     if isinstance(v, ConstantValue):
-        return v.value, v.value
+        value = v.value
+        if isinstance(value, np.generic):
+            # a numpy scalar: torch takes it as the Python number (a wrapped number, as
+            # np.float64 * int tensor -> the default float dtype shows); graph_call only
+            # lets it reach an op next to a tensor argument
+            if not isinstance(value, (np.bool_, np.number)):
+                raise Unsupported(f"a numpy {type(value).__name__} passed into a graph op")
+            value = value.item()
+        return value, value
     if isinstance(v, (TupleValue, ListValue)):
         pairs = [_lower(tx, i) for i in v.items]
         ctor = tuple if isinstance(v, TupleValue) else list
