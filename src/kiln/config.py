@@ -54,6 +54,9 @@ class Config:
     #: boundaries, so that DDP's all-reduces overlap the backward (backends/ddp_split.py);
     #: read when a graph is compiled (kiln.reset() to recompile after changing it)
     ddp_split_graphs: bool = True
+    #: never use the C accelerator (runtime/native.py): entries made from now on run their
+    #: generated Python guards, which take the same decisions (``KILN_NO_C=1``)
+    no_c: bool = False
 
     def __setattr__(self, name, value):
         known = {f.name: f for f in fields(Config)}
