@@ -276,7 +276,12 @@ class GuardCodegen:
                 text = g.check.format(**fmt)
                 steps.append((gp.C_PY, gp.Lambda(f"lambda {', '.join(names)}: ({text})"), tuple(used)))
                 continue
-            for check in g.plan:
+            checks = g.plan
+            if checks[0][0] == "on":       # a source-less check on an object: held in a slot
+                used = [new_slot()]
+                steps.append((gp.L_CONST, used[0], checks[0][1]))
+                checks = checks[1:]
+            for check in checks:
                 steps.append(_check_step(check, used))
         return gp.PlanSpec(count[0], steps, tuple(slot_of(s) for s in handoff) if handoff else None)
 

@@ -27,8 +27,23 @@ enum {
     C_CALL_EQ = 23, C_METHOD_IS = 24, C_KEYS = 25, C_PY = 26,
 };
 
+/* An attribute read's cache: for objects of ``type`` while its version tag is ``tag``
+ * (CPython changes a type's tag whenever its dict or a base's changes), where Python's
+ * generic lookup finds the attribute: a data descriptor on the type (``descr``, called
+ * directly), else the instance dict, then the class.  Filled after a generic read. */
+enum { A_NONE = 0, A_DESCR = 1, A_DICT = 2, A_DICT_THEN_CLASS = 3 };
+typedef struct {
+    PyTypeObject *type;
+    unsigned int tag;
+    int mode, misses;
+    PyObject *descr;
+} AttrCache;
+
+#define N_ATTR_CACHES 6   /* a tensor check reads dtype, is_cpu/device, requires_grad, shape, stride */
+
 typedef struct {
     int code;
+    AttrCache ac[N_ATTR_CACHES];
     Py_ssize_t a, b;          /* slots (dst/src) */
     PyObject *o1, *o2, *o3;   /* owned operands */
     int flag;                 /* want / requires_grad */
@@ -58,9 +73,76 @@ typedef struct {
     Py_ssize_t *handoff;
 } Plan;
 
-static PyObject *s_dtype, *s_is_cpu, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_dict;
+static PyObject *s_dtype, *s_is_cpu, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_dict, *s_getattribute;
+static getattrofunc hook_getattro;      /* what a Python class with __getattr__ gets as tp_getattro */
+static PyObject *object_getattribute;   /* object.__getattribute__ */
+
+/* -- attribute reads, cached by type version ------------------------------------------ */
+
+/* Whether ``tp``'s attribute lookup is Python's generic one (possibly followed by a
+ * __getattr__ hook, which only runs where the generic lookup fails), and if so fill the
+ * cache for ``name``. */
+static void attr_classify(AttrCache *c, PyTypeObject *tp, PyObject *name) {
+    if (++c->misses > 8) return;             /* a site that sees many types stays generic */
+    if (tp->tp_getattro != PyObject_GenericGetAttr &&
+        !(hook_getattro && tp->tp_getattro == hook_getattro && _PyType_Lookup(tp, s_getattribute) == object_getattribute))
+        return;
+    PyObject *d = _PyType_Lookup(tp, name);  /* also gives the type a valid version tag */
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || tp->tp_version_tag == 0) return;
+    Py_INCREF(tp);
+    Py_XSETREF(c->type, tp);
+    c->tag = tp->tp_version_tag;
+    Py_XINCREF(d);
+    Py_XSETREF(c->descr, d);
+    if (d && Py_TYPE(d)->tp_descr_get && Py_TYPE(d)->tp_descr_set) c->mode = A_DESCR;
+    else c->mode = d ? A_DICT_THEN_CLASS : A_DICT;
+}
+
+/* ``getattr(obj, name)``, exactly as Python's, without the lookup where the cache holds */
+static PyObject *fast_getattr(AttrCache *c, PyObject *obj, PyObject *name) {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (c->type == tp && tp->tp_version_tag == c->tag && c->mode != A_NONE) {
+        PyObject *d = c->descr;
+        if (c->mode == A_DESCR) return Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)tp);
+        PyObject **dp = _PyObject_GetDictPtr(obj);
+        if (dp && *dp) {
+            PyObject *v = PyDict_GetItemWithError(*dp, name);
+            if (v) return Py_NewRef(v);
+            if (PyErr_Occurred()) return NULL;
+        }
+        if (c->mode == A_DICT_THEN_CLASS) {
+            descrgetfunc f = Py_TYPE(d)->tp_descr_get;
+            return f ? f(d, obj, (PyObject *)tp) : Py_NewRef(d);
+        }
+        return PyObject_GetAttr(obj, name);  /* not found: the error or __getattr__, as Python */
+    }
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v) attr_classify(c, tp, name);
+    return v;
+}
+
+/* ``obj.name()`` for a method found on the class (the instance dict is checked first, as
+ * Python's method lookup does); else the generic call */
+static PyObject *fast_call_method(AttrCache *c, PyObject *obj, PyObject *name) {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (c->type == tp && tp->tp_version_tag == c->tag && c->mode == A_DICT_THEN_CLASS &&
+        PyObject_TypeCheck(c->descr, &PyMethodDescr_Type)) {
+        PyObject **dp = _PyObject_GetDictPtr(obj);
+        int shadowed = 0;
+        if (dp && *dp) {
+            shadowed = PyDict_Contains(*dp, name);
+            if (shadowed < 0) return NULL;
+        }
+        if (!shadowed) return PyObject_Vectorcall(c->descr, &obj, 1, NULL);
+    }
+    PyObject *argv[1] = {obj};
+    PyObject *v = PyObject_VectorcallMethod(name, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (v && c->type != tp) attr_classify(c, tp, name);
+    return v;
+}
 
 static void op_clear(Op *op) {
+    for (int i = 0; i < N_ATTR_CACHES; i++) { Py_CLEAR(op->ac[i].type); Py_CLEAR(op->ac[i].descr); }
     Py_CLEAR(op->o1); Py_CLEAR(op->o2); Py_CLEAR(op->o3);
     Py_CLEAR(op->sizes); Py_CLEAR(op->strides);
     PyMem_Free(op->size_vals); op->size_vals = NULL;
@@ -267,19 +349,19 @@ static int dims_match(PyObject *got, PyObject *whole, Py_ssize_t n, const Py_ssi
 }
 
 /* 1 pass, 0 fail, -1 error */
-static int check_tensor(const Op *op, PyObject *v) {
+static int check_tensor(Op *op, PyObject *v) {
     if ((PyObject *)Py_TYPE(v) != op->o1) return 0;
-    PyObject *x = PyObject_GetAttr(v, s_dtype);
+    PyObject *x = fast_getattr(&op->ac[0], v, s_dtype);
     if (!x) return -1;
     int ok = x == op->o2;
     Py_DECREF(x);
     if (!ok) return 0;
     if (op->o3 == Py_None) {
-        x = PyObject_GetAttr(v, s_is_cpu);
+        x = fast_getattr(&op->ac[1], v, s_is_cpu);
         if (!x) return -1;
         ok = PyObject_IsTrue(x);
     } else {
-        x = PyObject_GetAttr(v, s_device);
+        x = fast_getattr(&op->ac[1], v, s_device);
         if (!x) return -1;
         PyObject *r = PyObject_RichCompare(x, op->o3, Py_EQ);
         ok = r ? PyObject_IsTrue(r) : -1;
@@ -287,21 +369,20 @@ static int check_tensor(const Op *op, PyObject *v) {
     }
     Py_DECREF(x);
     if (ok <= 0) return ok;
-    x = PyObject_GetAttr(v, s_requires_grad);
+    x = fast_getattr(&op->ac[2], v, s_requires_grad);
     if (!x) return -1;
     ok = x == (op->flag ? Py_True : Py_False);
     Py_DECREF(x);
     if (!ok) return 0;
     if (op->nsizes >= 0) {
-        x = PyObject_GetAttr(v, s_shape);
+        x = fast_getattr(&op->ac[3], v, s_shape);
         if (!x) return -1;
         ok = dims_match(x, op->sizes, op->nsizes, op->size_vals);
         Py_DECREF(x);
         if (ok <= 0) return ok;
     }
     if (op->nstrides >= 0) {
-        PyObject *argv[1] = {v};
-        x = PyObject_VectorcallMethod(s_stride, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        x = fast_call_method(&op->ac[4], v, s_stride);
         if (!x) return -1;
         ok = dims_match(x, op->strides, op->nstrides, op->stride_vals);
         Py_DECREF(x);
@@ -328,12 +409,12 @@ static PyObject *call_slots(PyObject *fn, PyObject **slots, const Op *op) {
 }
 
 /* one step: 1 go on, 0 the guard failed, -1 error */
-static int run_op(const Op *op, PyObject **slots) {
+static int run_op(Op *op, PyObject **slots) {
     PyObject *v = NULL, *x;
     int ok;
     switch (op->code) {
     case L_ATTR:
-        x = PyObject_GetAttr(slots[op->b], op->o1);
+        x = fast_getattr(&op->ac[0], slots[op->b], op->o1);
         if (!x) return -1;
         Py_XSETREF(slots[op->a], x);
         return 1;
@@ -380,14 +461,13 @@ static int run_op(const Op *op, PyObject **slots) {
     case C_TENSOR: return check_tensor(op, v);
     case C_SAME: return v == slots[op->b];
     case C_ATTR_IS:
-        x = PyObject_GetAttr(v, op->o1);
+        x = fast_getattr(&op->ac[0], v, op->o1);
         if (!x) return -1;
         ok = x == op->o2;
         Py_DECREF(x);
         return ok;
     case C_METHOD_IS: {
-        PyObject *argv[1] = {v};
-        x = PyObject_VectorcallMethod(op->o1, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        x = fast_call_method(&op->ac[0], v, op->o1);
         if (!x) return -1;
         ok = x == op->o2;
         Py_DECREF(x);
@@ -397,13 +477,15 @@ static int run_op(const Op *op, PyObject **slots) {
         /* ``not (v.a or v.b or ...)``: read in order, stop at the first true one */
         Py_ssize_t n = PyTuple_GET_SIZE(op->o1);
         for (Py_ssize_t i = 0; i < n; i++) {
-            ok = truth_of(PyObject_GetAttr(v, PyTuple_GET_ITEM(op->o1, i)));
+            AttrCache *c = i < N_ATTR_CACHES ? &op->ac[i] : NULL;
+            PyObject *name = PyTuple_GET_ITEM(op->o1, i);
+            ok = truth_of(c ? fast_getattr(c, v, name) : PyObject_GetAttr(v, name));
             if (ok != 0) return ok < 0 ? -1 : 0;
         }
         return 1;
     }
     case C_IN_DICT:
-        x = PyObject_GetAttr(v, s_dict);
+        x = fast_getattr(&op->ac[0], v, s_dict);
         if (!x) return -1;
         ok = PySequence_Contains(x, op->o1);
         Py_DECREF(x);
@@ -540,7 +622,23 @@ done:
 static PyObject *plan_get_fallback(Plan *self, void *closure) { return Py_NewRef(self->fallback); }
 static PyObject *plan_get_nops(Plan *self, void *closure) { return PyLong_FromSsize_t(self->nops); }
 
+/* for tests and tuning: per step, the modes of its attribute caches (0: not cached) */
+static PyObject *plan_get_caches(Plan *self, void *closure) {
+    PyObject *out = PyList_New(self->nops);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < self->nops; i++) {
+        Op *op = &self->ops[i];
+        PyObject *t = PyTuple_New(N_ATTR_CACHES);
+        if (!t) { Py_DECREF(out); return NULL; }
+        for (int k = 0; k < N_ATTR_CACHES; k++)
+            PyTuple_SET_ITEM(t, k, PyLong_FromLong(op->ac[k].type ? op->ac[k].mode : 0));
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
 static PyGetSetDef plan_getset[] = {
+    {"attribute_caches", (getter)plan_get_caches, NULL, "per step, its attribute caches' modes (0: none)", NULL},
     {"python", (getter)plan_get_fallback, NULL, "the generated Python guard this plan was made from", NULL},
     {"steps", (getter)plan_get_nops, NULL, "the number of steps", NULL},
     {NULL},
@@ -569,8 +667,17 @@ PyMODINIT_FUNC PyInit__guard_plan(void) {
 #define INTERN(var, text) if (!(var = PyUnicode_InternFromString(text))) return NULL
     INTERN(s_dtype, "dtype"); INTERN(s_is_cpu, "is_cpu"); INTERN(s_device, "device");
     INTERN(s_requires_grad, "requires_grad"); INTERN(s_shape, "shape"); INTERN(s_stride, "stride");
-    INTERN(s_dict, "__dict__");
+    INTERN(s_dict, "__dict__"); INTERN(s_getattribute, "__getattribute__");
 #undef INTERN
+    /* a class with __getattr__, to learn the hook's tp_getattro */
+    PyObject *probe = PyObject_CallFunction((PyObject *)&PyType_Type, "s(){sO}", "_KilnProbe", "__getattr__",
+                                            (PyObject *)&PyBaseObject_Type);
+    if (!probe) return NULL;
+    hook_getattro = ((PyTypeObject *)probe)->tp_getattro;
+    Py_DECREF(probe);
+    object_getattribute = _PyType_Lookup(&PyBaseObject_Type, s_getattribute);
+    if (!object_getattribute) return NULL;
+    Py_INCREF(object_getattribute);
     if (PyType_Ready(&PlanType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
