@@ -172,7 +172,16 @@ def test_plan_and_python_guard_decide_alike(guard_path):
     entry = f.entries[0]
     guard, python = entry.guard, guard_plan.python_guard_of(entry.guard)
     assert (guard is not python) == (guard_path == "C")
-    for args in [(x,), (x.double(),), (x.t(),), (torch.randn(4),), (x, 3), (x.requires_grad_(False),), ("a",)]:
+    shadowed = torch.randn(3)
+    shadowed.stride = lambda: (5,)      # what x.stride() means for this one tensor
+    parameter = torch.nn.Parameter(torch.randn(3))
+
+    class Sub(torch.Tensor):
+        pass
+
+    cases = [(x,), (x.double(),), (torch.randn(6)[::2],), (torch.randn(4),), (x, 3), (x.requires_grad_(False),),
+             ("a",), (shadowed,), (parameter,), (x.as_subclass(Sub),), (torch.randn(1, 3)[0],)]
+    for args in cases:
         a, b = guard(scaled, *args), python(scaled, *args)
         assert type(a) is type(b)
         if isinstance(a, tuple):

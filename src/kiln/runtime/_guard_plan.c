@@ -20,6 +20,8 @@
 #include <Python.h>
 #include <stddef.h>
 
+#include "_tensor_facts.h"
+
 enum {
     L_ATTR = 0, L_ITEM = 1, L_CONST = 2, L_CALL = 3,
     C_IS = 10, C_TYPE = 11, C_EQ = 12, C_LEN = 13, C_TENSOR = 14, C_SAME = 15, C_ATTR_IS = 16,
@@ -51,6 +53,10 @@ typedef struct {
     PyObject *sizes, *strides;    /* tuples of ints, compared whole, when every entry is static */
     Py_ssize_t *size_vals, *stride_vals;  /* per-entry values; INT_MIN-like sentinel = symbolic */
     Py_ssize_t *srcs; Py_ssize_t nsrcs;   /* L_CALL / C_PY argument slots */
+    /* C_TENSOR with tensor facts: 0 not yet looked at, 1 usable while the type's tag is
+     * ft_tag, -1 not usable (the type's reads are not torch's own getters) */
+    int ft_state, ft_tries, ft_dtype, ft_dev_type, ft_dev_index;
+    unsigned int ft_tag;
 } Op;
 
 #define SYMBOLIC PY_SSIZE_T_MIN
@@ -74,6 +80,9 @@ typedef struct {
 } Plan;
 
 static PyObject *s_dtype, *s_is_cpu, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_dict, *s_getattribute;
+static const KilnTensorFactsAPI *tf_api;   /* _tensor_facts.cpp's table, once loaded */
+static PyObject *tensor_base;              /* torch._C.TensorBase */
+static PyObject *s_facts_names[6];
 static getattrofunc hook_getattro;      /* what a Python class with __getattr__ gets as tp_getattro */
 static PyObject *object_getattribute;   /* object.__getattribute__ */
 
@@ -348,9 +357,65 @@ static int dims_match(PyObject *got, PyObject *whole, Py_ssize_t n, const Py_ssi
     return 1;
 }
 
+/* Whether the tensor-facts table may stand in for this step's attribute reads on its
+ * type: the type resolves each of them to TensorBase's own descriptor (under its
+ * version tag), and the expected dtype and device have codes. */
+static int facts_usable(Op *op) {
+    PyTypeObject *tp = (PyTypeObject *)op->o1;
+    if (op->ft_state == 1 && tp->tp_version_tag == op->ft_tag) return 1;
+    if (op->ft_state == -1 || ++op->ft_tries > 4) return 0;
+    op->ft_state = -1;
+    for (int i = 0; i < 6; i++) {
+        PyObject *mine = _PyType_Lookup(tp, s_facts_names[i]);
+        if (!mine || mine != _PyType_Lookup((PyTypeObject *)tensor_base, s_facts_names[i])) return 0;
+    }
+    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || tp->tp_version_tag == 0) return 0;
+    op->ft_dtype = tf_api->dtype_code(op->o2);
+    if (op->ft_dtype < 0) return 0;
+    if (op->o3 != Py_None && tf_api->device_code(op->o3, &op->ft_dev_type, &op->ft_dev_index) < 0) return 0;
+    op->ft_tag = tp->tp_version_tag;
+    op->ft_state = 1;
+    return 1;
+}
+
+static int facts_dims_match(const int64_t *got, Py_ssize_t ndim, Py_ssize_t n, const Py_ssize_t *vals) {
+    if (ndim != n) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (vals[i] != SYMBOLIC && got[i] != vals[i]) return 0;
+    return 1;
+}
+
+/* The tensor check from the tensor's own metadata: 1 pass, 0 fail, -1 unknown (read the
+ * attributes instead). */
+static int check_tensor_facts(Op *op, PyObject *v) {
+    if (tf_api->plain(v) != 1) return -1;
+    if (op->nstrides >= 0) {
+        /* ``stride`` is a method: an instance attribute of that name would shadow it */
+        PyObject **dp = _PyObject_GetDictPtr(v);
+        if (dp && *dp && PyDict_GET_SIZE(*dp)) {
+            PyObject *own = PyDict_GetItemWithError(*dp, s_stride);
+            if (own || PyErr_Occurred()) { PyErr_Clear(); return -1; }
+        }
+    }
+    KilnTensorFacts f;
+    if (tf_api->facts(v, &f, op->nstrides >= 0) != 0) return -1;
+    if (f.scalar_type != op->ft_dtype) return 0;
+    if (op->o3 == Py_None ? f.device_type != tf_api->cpu_device_type
+                          : f.device_type != op->ft_dev_type || f.device_index != op->ft_dev_index)
+        return 0;
+    if (f.requires_grad != op->flag) return 0;
+    if (op->nsizes >= 0 && !facts_dims_match(f.sizes, f.ndim, op->nsizes, op->size_vals)) return 0;
+    if (op->nstrides >= 0 && !facts_dims_match(f.strides, f.ndim, op->nstrides, op->stride_vals)) return 0;
+    return 1;
+}
+
 /* 1 pass, 0 fail, -1 error */
 static int check_tensor(Op *op, PyObject *v) {
     if ((PyObject *)Py_TYPE(v) != op->o1) return 0;
+    if (tf_api && facts_usable(op)) {
+        int known = check_tensor_facts(op, v);
+        if (known >= 0) return known;
+    }
     PyObject *x = fast_getattr(&op->ac[0], v, s_dtype);
     if (!x) return -1;
     int ok = x == op->o2;
@@ -659,8 +724,31 @@ static PyTypeObject PlanType = {
     .tp_new = plan_new,
 };
 
+/* use_tensor_facts(capsule, torch._C.TensorBase): tensor checks read _tensor_facts.cpp's facts */
+static PyObject *use_tensor_facts(PyObject *module, PyObject *args) {
+    PyObject *capsule, *base;
+    if (!PyArg_ParseTuple(args, "OO!", &capsule, &PyType_Type, &base)) return NULL;
+    const KilnTensorFactsAPI *api = PyCapsule_GetPointer(capsule, KILN_TENSOR_FACTS_CAPSULE);
+    if (!api) return NULL;
+    Py_INCREF(base);
+    Py_XSETREF(tensor_base, base);
+    Py_INCREF(capsule);   /* kept alive for the process: the table lives in its module */
+    tf_api = api;
+    Py_RETURN_NONE;
+}
+
+static PyObject *tensor_facts_in_use(PyObject *module, PyObject *unused) {
+    return PyBool_FromLong(tf_api != NULL);
+}
+
+static PyMethodDef module_methods[] = {
+    {"use_tensor_facts", use_tensor_facts, METH_VARARGS, "read tensor checks' facts from _tensor_facts.cpp's table"},
+    {"tensor_facts_in_use", tensor_facts_in_use, METH_NOARGS, "whether tensor checks read the facts table"},
+    {NULL},
+};
+
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_guard_plan", "Kiln's guard accelerator (see _guard_plan.c).", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_guard_plan", "Kiln's guard accelerator (see _guard_plan.c).", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__guard_plan(void) {
@@ -668,6 +756,8 @@ PyMODINIT_FUNC PyInit__guard_plan(void) {
     INTERN(s_dtype, "dtype"); INTERN(s_is_cpu, "is_cpu"); INTERN(s_device, "device");
     INTERN(s_requires_grad, "requires_grad"); INTERN(s_shape, "shape"); INTERN(s_stride, "stride");
     INTERN(s_dict, "__dict__"); INTERN(s_getattribute, "__getattribute__");
+    s_facts_names[0] = s_dtype; s_facts_names[1] = s_is_cpu; s_facts_names[2] = s_device;
+    s_facts_names[3] = s_requires_grad; s_facts_names[4] = s_shape; s_facts_names[5] = s_stride;
 #undef INTERN
     /* a class with __getattr__, to learn the hook's tp_getattro */
     PyObject *probe = PyObject_CallFunction((PyObject *)&PyType_Type, "s(){sO}", "_KilnProbe", "__getattr__",
