@@ -112,7 +112,13 @@ static PyObject *fast_getattr(AttrCache *c, PyObject *obj, PyObject *name) {
     PyTypeObject *tp = Py_TYPE(obj);
     if (c->type == tp && tp->tp_version_tag == c->tag && c->mode != A_NONE) {
         PyObject *d = c->descr;
-        if (c->mode == A_DESCR) return Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)tp);
+        if (c->mode == A_DESCR) {
+            /* held: a getter that changes the type re-fills this cache while it runs */
+            Py_INCREF(d);
+            PyObject *v = Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)tp);
+            Py_DECREF(d);
+            return v;
+        }
         PyObject **dp = _PyObject_GetDictPtr(obj);
         if (dp && *dp) {
             PyObject *v = PyDict_GetItemWithError(*dp, name);
@@ -121,7 +127,11 @@ static PyObject *fast_getattr(AttrCache *c, PyObject *obj, PyObject *name) {
         }
         if (c->mode == A_DICT_THEN_CLASS) {
             descrgetfunc f = Py_TYPE(d)->tp_descr_get;
-            return f ? f(d, obj, (PyObject *)tp) : Py_NewRef(d);
+            if (!f) return Py_NewRef(d);
+            Py_INCREF(d);
+            PyObject *v = f(d, obj, (PyObject *)tp);
+            Py_DECREF(d);
+            return v;
         }
         return PyObject_GetAttr(obj, name);  /* not found: the error or __getattr__, as Python */
     }
@@ -142,7 +152,11 @@ static PyObject *fast_call_method(AttrCache *c, PyObject *obj, PyObject *name) {
             shadowed = PyDict_Contains(*dp, name);
             if (shadowed < 0) return NULL;
         }
-        if (!shadowed) return PyObject_Vectorcall(c->descr, &obj, 1, NULL);
+        if (!shadowed) {
+            PyObject *d = Py_NewRef(c->descr), *v = PyObject_Vectorcall(d, &obj, 1, NULL);
+            Py_DECREF(d);
+            return v;
+        }
     }
     PyObject *argv[1] = {obj};
     PyObject *v = PyObject_VectorcallMethod(name, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
