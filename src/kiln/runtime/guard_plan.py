@@ -19,6 +19,8 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from ..config import config
+from ..exc import GuardPlanMismatch
 from . import native
 
 # step codes, as in _guard_plan.c
@@ -72,10 +74,31 @@ def make_guard(spec: PlanSpec | None, python_guard, namespace: dict, code, defau
     pos_defaults, kw_defaults = defaults
     npos = 1 + code.co_argcount
     names = tuple(parameter_names(code)[:npos + code.co_kwonlyargcount])
-    return module.Plan(python_guard, npos, 1 + code.co_posonlyargcount if code.co_posonlyargcount else 0,
+    plan = module.Plan(python_guard, npos, 1 + code.co_posonlyargcount if code.co_posonlyargcount else 0,
                        code.co_kwonlyargcount, bool(code.co_flags & inspect.CO_VARARGS),
                        bool(code.co_flags & inspect.CO_VARKEYWORDS), names, pos_defaults, kw_defaults,
                        spec.nslots, steps, spec.handoff)
+    return crosschecked(plan, python_guard) if config.guard_crosscheck else plan
+
+
+def _alike(a, b) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def crosschecked(plan, python_guard):
+    """A guard that runs both ``plan`` and ``python_guard`` and raises where they differ
+    (``config.guard_crosscheck``)."""
+    def guard(*args, **kwargs):
+        got, expected = plan(*args, **kwargs), python_guard(*args, **kwargs)
+        if not _alike(got, expected):
+            raise GuardPlanMismatch(f"the C guard plan returned {got!r:.200} where the Python guard "
+                                    f"{python_guard.__name__} returned {expected!r:.200}")
+        return expected
+    guard.python = python_guard
+    guard.plan = plan
+    return guard
 
 
 def python_guard_of(guard):
