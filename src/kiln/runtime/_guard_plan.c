@@ -498,6 +498,14 @@ static int run_op(Op *op, PyObject **slots) {
         Py_XSETREF(slots[op->a], x);
         return 1;
     case L_ITEM:
+        if (PyDict_CheckExact(slots[op->b])) {
+            /* ``d[k]`` of an exact dict: the lookup, or a KeyError, which means False */
+            x = PyDict_GetItemWithError(slots[op->b], op->o1);
+            if (!x) return PyErr_Occurred() ? -1 : 0;
+            Py_INCREF(x);
+            Py_XSETREF(slots[op->a], x);
+            return 1;
+        }
         x = PyObject_GetItem(slots[op->b], op->o1);
         if (!x) return -1;
         Py_XSETREF(slots[op->a], x);

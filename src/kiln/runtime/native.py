@@ -13,8 +13,9 @@ half-written file.
 
 A second, optional part in C++ (``_tensor_facts.cpp``) reads a tensor's metadata from
 the at::Tensor instead of through its Python attributes; it is built the same way
-against torch's headers (its cache key adds torch's version), takes ~10 s of CPU once,
-and where it cannot be built the plans read the attributes (same decisions, slower).
+against torch's headers (its cache key adds torch's version and place), takes ~10 s of
+CPU once, and where it cannot be built the plans read the attributes (same decisions,
+slower).
 
 When it cannot be built (no compiler, no Python headers) or ``KILN_NO_C=1``
 (``kiln.config.no_c``), ``guard_plan_module()`` is None and Kiln runs the generated
@@ -108,7 +109,7 @@ def _load_facts(module) -> str | None:
              "-L", lib, "-ltorch_python", "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}",
              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
     try:
-        facts = _cached_extension("_tensor_facts", [_FACTS_SOURCE, _HEADER], torch.__version__,
+        facts = _cached_extension("_tensor_facts", [_FACTS_SOURCE, _HEADER], f"{torch.__version__} {root}",
                                   (os.environ.get("CXX"), "g++", "c++"), flags)
         module.use_tensor_facts(facts.api, torch._C.TensorBase)
     except Exception as e:   # optional: tensor checks read the attributes instead
