@@ -13,8 +13,9 @@
  * not bind the simple way is delegated to the Python guard itself.
  *
  * Plain C against the CPython API (3.11-3.13), no torch headers: tensor metadata is
- * read through the tensor's Python attributes.  Built on first use by
- * runtime/native.py.
+ * read through the tensor's Python attributes, or from the at::Tensor by the optional
+ * C++ part (_tensor_facts.cpp).  Attribute reads are in _guard_reads.h, the tensor check
+ * in _guard_tensors.h (parts of this file).  Built on first use by runtime/native.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,19 +30,7 @@ enum {
     C_CALL_EQ = 23, C_METHOD_IS = 24, C_KEYS = 25, C_PY = 26,
 };
 
-/* An attribute read's cache: for objects of ``type`` while its version tag is ``tag``
- * (CPython changes a type's tag whenever its dict or a base's changes), where Python's
- * generic lookup finds the attribute: a data descriptor on the type (``descr``, called
- * directly), else the instance dict, then the class.  Filled after a generic read. */
-enum { A_NONE = 0, A_DESCR = 1, A_DICT = 2, A_DICT_THEN_CLASS = 3 };
-typedef struct {
-    PyTypeObject *type;
-    unsigned int tag;
-    int mode, misses;
-    PyObject *descr;
-} AttrCache;
-
-#define N_ATTR_CACHES 6   /* a tensor check reads dtype, is_cpu/device, requires_grad, shape, stride */
+#include "_guard_reads.h"
 
 typedef struct {
     int code;
@@ -78,91 +67,6 @@ typedef struct {
     Py_ssize_t nhandoff;      /* -1: return True */
     Py_ssize_t *handoff;
 } Plan;
-
-static PyObject *s_dtype, *s_is_cpu, *s_device, *s_requires_grad, *s_shape, *s_stride, *s_dict, *s_getattribute;
-static const KilnTensorFactsAPI *tf_api;   /* _tensor_facts.cpp's table, once loaded */
-static PyObject *tensor_base;              /* torch._C.TensorBase */
-static PyObject *s_facts_names[6];
-static getattrofunc hook_getattro;      /* what a Python class with __getattr__ gets as tp_getattro */
-static PyObject *object_getattribute;   /* object.__getattribute__ */
-
-/* -- attribute reads, cached by type version ------------------------------------------ */
-
-/* Whether ``tp``'s attribute lookup is Python's generic one (possibly followed by a
- * __getattr__ hook, which only runs where the generic lookup fails), and if so fill the
- * cache for ``name``. */
-static void attr_classify(AttrCache *c, PyTypeObject *tp, PyObject *name) {
-    if (++c->misses > 8) return;             /* a site that sees many types stays generic */
-    if (tp->tp_getattro != PyObject_GenericGetAttr &&
-        !(hook_getattro && tp->tp_getattro == hook_getattro && _PyType_Lookup(tp, s_getattribute) == object_getattribute))
-        return;
-    PyObject *d = _PyType_Lookup(tp, name);  /* also gives the type a valid version tag */
-    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || tp->tp_version_tag == 0) return;
-    Py_INCREF(tp);
-    Py_XSETREF(c->type, tp);
-    c->tag = tp->tp_version_tag;
-    Py_XINCREF(d);
-    Py_XSETREF(c->descr, d);
-    if (d && Py_TYPE(d)->tp_descr_get && Py_TYPE(d)->tp_descr_set) c->mode = A_DESCR;
-    else c->mode = d ? A_DICT_THEN_CLASS : A_DICT;
-}
-
-/* ``getattr(obj, name)``, exactly as Python's, without the lookup where the cache holds */
-static PyObject *fast_getattr(AttrCache *c, PyObject *obj, PyObject *name) {
-    PyTypeObject *tp = Py_TYPE(obj);
-    if (c->type == tp && tp->tp_version_tag == c->tag && c->mode != A_NONE) {
-        PyObject *d = c->descr;
-        if (c->mode == A_DESCR) {
-            /* held: a getter that changes the type re-fills this cache while it runs */
-            Py_INCREF(d);
-            PyObject *v = Py_TYPE(d)->tp_descr_get(d, obj, (PyObject *)tp);
-            Py_DECREF(d);
-            return v;
-        }
-        PyObject **dp = _PyObject_GetDictPtr(obj);
-        if (dp && *dp) {
-            PyObject *v = PyDict_GetItemWithError(*dp, name);
-            if (v) return Py_NewRef(v);
-            if (PyErr_Occurred()) return NULL;
-        }
-        if (c->mode == A_DICT_THEN_CLASS) {
-            descrgetfunc f = Py_TYPE(d)->tp_descr_get;
-            if (!f) return Py_NewRef(d);
-            Py_INCREF(d);
-            PyObject *v = f(d, obj, (PyObject *)tp);
-            Py_DECREF(d);
-            return v;
-        }
-        return PyObject_GetAttr(obj, name);  /* not found: the error or __getattr__, as Python */
-    }
-    PyObject *v = PyObject_GetAttr(obj, name);
-    if (v) attr_classify(c, tp, name);
-    return v;
-}
-
-/* ``obj.name()`` for a method found on the class (the instance dict is checked first, as
- * Python's method lookup does); else the generic call */
-static PyObject *fast_call_method(AttrCache *c, PyObject *obj, PyObject *name) {
-    PyTypeObject *tp = Py_TYPE(obj);
-    if (c->type == tp && tp->tp_version_tag == c->tag && c->mode == A_DICT_THEN_CLASS &&
-        PyObject_TypeCheck(c->descr, &PyMethodDescr_Type)) {
-        PyObject **dp = _PyObject_GetDictPtr(obj);
-        int shadowed = 0;
-        if (dp && *dp) {
-            shadowed = PyDict_Contains(*dp, name);
-            if (shadowed < 0) return NULL;
-        }
-        if (!shadowed) {
-            PyObject *d = Py_NewRef(c->descr), *v = PyObject_Vectorcall(d, &obj, 1, NULL);
-            Py_DECREF(d);
-            return v;
-        }
-    }
-    PyObject *argv[1] = {obj};
-    PyObject *v = PyObject_VectorcallMethod(name, argv, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (v && c->type != tp) attr_classify(c, tp, name);
-    return v;
-}
 
 static void op_clear(Op *op) {
     for (int i = 0; i < N_ATTR_CACHES; i++) { Py_CLEAR(op->ac[i].type); Py_CLEAR(op->ac[i].descr); }
@@ -337,138 +241,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 /* -- running it ---------------------------------------------------------------------- */
 
-/* the positional entries of a shape/stride against the expected ones: 1 equal, 0 not, -1 error */
-static int dims_match(PyObject *got, PyObject *whole, Py_ssize_t n, const Py_ssize_t *vals) {
-    if (whole != NULL) {
-        /* ``got == (3, 4)``: a torch.Size (tuple) against a tuple */
-        PyObject *r = PyObject_RichCompare(got, whole, Py_EQ);
-        if (!r) return -1;
-        int ok = PyObject_IsTrue(r);
-        Py_DECREF(r);
-        return ok;
-    }
-    /* ``len(got) == n and got[i] == c ...`` for the static entries */
-    Py_ssize_t len = PyObject_Length(got);
-    if (len < 0) return -1;
-    if (len != n) return 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (vals[i] == SYMBOLIC) continue;
-        PyObject *item = PySequence_GetItem(got, i);
-        if (!item) return -1;
-        int ok;
-        if (PyLong_CheckExact(item)) {
-            Py_ssize_t v = PyLong_AsSsize_t(item);
-            ok = (v == -1 && PyErr_Occurred()) ? -1 : v == vals[i];
-            if (ok < 0 && PyErr_ExceptionMatches(PyExc_OverflowError)) { PyErr_Clear(); ok = 0; }
-        } else {
-            PyObject *c = PyLong_FromSsize_t(vals[i]);
-            ok = c ? PyObject_RichCompareBool(item, c, Py_EQ) : -1;
-            Py_XDECREF(c);
-        }
-        Py_DECREF(item);
-        if (ok <= 0) return ok;
-    }
-    return 1;
-}
-
-/* Whether the tensor-facts table may stand in for this step's attribute reads on its
- * type: the type resolves each of them to TensorBase's own descriptor (under its
- * version tag), and the expected dtype and device have codes. */
-static int facts_usable(Op *op) {
-    PyTypeObject *tp = (PyTypeObject *)op->o1;
-    if (op->ft_state == 1 && tp->tp_version_tag == op->ft_tag) return 1;
-    if (op->ft_state == -1 || ++op->ft_tries > 4) return 0;
-    op->ft_state = -1;
-    for (int i = 0; i < 6; i++) {
-        PyObject *mine = _PyType_Lookup(tp, s_facts_names[i]);
-        if (!mine || mine != _PyType_Lookup((PyTypeObject *)tensor_base, s_facts_names[i])) return 0;
-    }
-    if (!(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || tp->tp_version_tag == 0) return 0;
-    op->ft_dtype = tf_api->dtype_code(op->o2);
-    if (op->ft_dtype < 0) return 0;
-    if (op->o3 != Py_None && tf_api->device_code(op->o3, &op->ft_dev_type, &op->ft_dev_index) < 0) return 0;
-    op->ft_tag = tp->tp_version_tag;
-    op->ft_state = 1;
-    return 1;
-}
-
-static int facts_dims_match(const int64_t *got, Py_ssize_t ndim, Py_ssize_t n, const Py_ssize_t *vals) {
-    if (ndim != n) return 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (vals[i] != SYMBOLIC && got[i] != vals[i]) return 0;
-    return 1;
-}
-
-/* The tensor check from the tensor's own metadata: 1 pass, 0 fail, -1 unknown (read the
- * attributes instead). */
-static int check_tensor_facts(Op *op, PyObject *v) {
-    if (tf_api->plain(v) != 1) return -1;
-    if (op->nstrides >= 0) {
-        /* ``stride`` is a method: an instance attribute of that name would shadow it */
-        PyObject **dp = _PyObject_GetDictPtr(v);
-        if (dp && *dp && PyDict_GET_SIZE(*dp)) {
-            PyObject *own = PyDict_GetItemWithError(*dp, s_stride);
-            if (own || PyErr_Occurred()) { PyErr_Clear(); return -1; }
-        }
-    }
-    KilnTensorFacts f;
-    if (tf_api->facts(v, &f, op->nstrides >= 0) != 0) return -1;
-    if (f.scalar_type != op->ft_dtype) return 0;
-    if (op->o3 == Py_None ? f.device_type != tf_api->cpu_device_type
-                          : f.device_type != op->ft_dev_type || f.device_index != op->ft_dev_index)
-        return 0;
-    if (f.requires_grad != op->flag) return 0;
-    if (op->nsizes >= 0 && !facts_dims_match(f.sizes, f.ndim, op->nsizes, op->size_vals)) return 0;
-    if (op->nstrides >= 0 && !facts_dims_match(f.strides, f.ndim, op->nstrides, op->stride_vals)) return 0;
-    return 1;
-}
-
-/* 1 pass, 0 fail, -1 error */
-static int check_tensor(Op *op, PyObject *v) {
-    if ((PyObject *)Py_TYPE(v) != op->o1) return 0;
-    if (tf_api && facts_usable(op)) {
-        int known = check_tensor_facts(op, v);
-        if (known >= 0) return known;
-    }
-    PyObject *x = fast_getattr(&op->ac[0], v, s_dtype);
-    if (!x) return -1;
-    int ok = x == op->o2;
-    Py_DECREF(x);
-    if (!ok) return 0;
-    if (op->o3 == Py_None) {
-        x = fast_getattr(&op->ac[1], v, s_is_cpu);
-        if (!x) return -1;
-        ok = PyObject_IsTrue(x);
-    } else {
-        x = fast_getattr(&op->ac[1], v, s_device);
-        if (!x) return -1;
-        PyObject *r = PyObject_RichCompare(x, op->o3, Py_EQ);
-        ok = r ? PyObject_IsTrue(r) : -1;
-        Py_XDECREF(r);
-    }
-    Py_DECREF(x);
-    if (ok <= 0) return ok;
-    x = fast_getattr(&op->ac[2], v, s_requires_grad);
-    if (!x) return -1;
-    ok = x == (op->flag ? Py_True : Py_False);
-    Py_DECREF(x);
-    if (!ok) return 0;
-    if (op->nsizes >= 0) {
-        x = fast_getattr(&op->ac[3], v, s_shape);
-        if (!x) return -1;
-        ok = dims_match(x, op->sizes, op->nsizes, op->size_vals);
-        Py_DECREF(x);
-        if (ok <= 0) return ok;
-    }
-    if (op->nstrides >= 0) {
-        x = fast_call_method(&op->ac[4], v, s_stride);
-        if (!x) return -1;
-        ok = dims_match(x, op->strides, op->nstrides, op->stride_vals);
-        Py_DECREF(x);
-        if (ok <= 0) return ok;
-    }
-    return 1;
-}
+#include "_guard_tensors.h"
 
 static int truth_of(PyObject *r) {   /* steals r */
     if (!r) return -1;

@@ -42,6 +42,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _SOURCE = os.path.join(_HERE, "_guard_plan.c")
 _FACTS_SOURCE = os.path.join(_HERE, "_tensor_facts.cpp")
 _HEADER = os.path.join(_HERE, "_tensor_facts.h")
+# the parts _guard_plan.c includes: the cache key hashes them with it
+_PLAN_PARTS = [os.path.join(_HERE, name) for name in ("_guard_reads.h", "_guard_tensors.h")]
 # not a cache of Kiln's state (kiln.reset() must not unload an extension module): the
 # loaded module, or the reason it is not there; computed once per process
 _STATE: dict = {}
@@ -120,7 +122,8 @@ def _load_facts(module) -> str | None:
 def _state():
     if not _STATE:
         try:
-            module = _cached_extension("_guard_plan", [_SOURCE, _HEADER], "", (os.environ.get("CC"), "gcc", "cc"), [])
+            module = _cached_extension("_guard_plan", [_SOURCE, _HEADER, *_PLAN_PARTS], "",
+                                       (os.environ.get("CC"), "gcc", "cc"), [])
             _STATE["module"], _STATE["reason"] = module, None
             _STATE["facts_reason"] = _load_facts(module)
         except Exception as e:   # any failure to build or load: run the Python guards
