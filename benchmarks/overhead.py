@@ -13,6 +13,10 @@ frontends get the same backend, wrapped to record its graphs.  Rows:
 
 One thread, interleaved timing (``interleaved_medians``).  Also prints the guards per
 Kiln entry and the first call's time of both (capture and backend compile included).
+
+Kiln is measured on both guard paths (``--guards both``, the default): ``C``, the
+accelerator's guard plans (``kiln/runtime/native.py``), and ``py``, the generated
+Python guards (``KILN_NO_C=1``); each ratio is Kiln's overhead over torch.compile's.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import torch
 
 import kiln
 from kiln.bench.overhead import GraphRecorder, model_overhead_us
+from kiln.runtime import native
 
 
 def add_one(x):
@@ -82,9 +87,12 @@ def _backend(frontend: str, name: str):
     return torch._dynamo.lookup_backend(name)
 
 
-def measure(frontend: str, fn, args, kwargs, backend: str, calls: int, captures: int = 1, now=time.perf_counter):
+def measure(frontend: str, fn, args, kwargs, backend: str, calls: int, captures: int = 1, now=time.perf_counter,
+            c_guards: bool = True):
     """Overhead, first call (the fastest of ``captures`` fresh captures), graphs, guards;
-    both timed with the clock ``now``."""
+    both timed with the clock ``now``.  ``c_guards``: Kiln's guards run as C plans (else
+    as the generated Python)."""
+    kiln.config.no_c = not c_guards
     first_call = float("inf")
     for _ in range(max(captures, 1)):
         recorder = GraphRecorder(_backend(frontend, backend), backend)
@@ -118,29 +126,48 @@ def main(argv=None):
                         help="wall: time.perf_counter; cpu: the thread's CPU time (time.thread_time), "
                              "which other jobs on a shared machine do not inflate")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON (benchmarks/versions.py)")
+    parser.add_argument("--guards", choices=["both", "C", "py"], default="both",
+                        help="Kiln's guard path(s): the C accelerator's plans, the generated Python, or both")
     args = parser.parse_args(argv)
     rows = []
     now = time.thread_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(1)
     __import__("torch._dynamo")          # torch.compile's frontend, for its reset and backends
-    header = (f"{'program':32} {'backend':9} {'kiln ovh us':>11} {'torch ovh us':>12} {'ratio':>6} "
-              f"{'kiln graphs':>11} {'torch graphs':>12} {'kiln guards':>11} {'kiln 1st s':>10} "
+    paths = {"both": ["C", "py"], "C": ["C"], "py": ["py"]}[args.guards]
+    if "C" in paths and native.guard_plan_module() is None:
+        print(f"# the C accelerator is not available ({native.unavailable_reason()}): its columns show Python guards")
+    print(f"# clock: {args.clock}; guard paths: {', '.join(paths)}")
+    header = (f"{'program':32} {'backend':9} " + "".join(f"{'kiln ' + p + ' us':>11} " for p in paths)
+              + f"{'torch ovh us':>12} " + "".join(f"{p + ' ratio':>8} " for p in paths)
+              + f"{'kiln graphs':>11} {'torch graphs':>12} {'kiln guards':>11} {'kiln 1st s':>10} "
               f"{'torch 1st s':>11} {'1st ratio':>9}")
     print(header)
     for name, fn, inputs, kwargs in [*programs(), *real_models()]:
         if args.only and name not in args.only:
             continue
         for backend in args.backends:
-            with torch.no_grad():
-                k_ovh, k_cap, k_graphs, guards = measure("kiln", fn, inputs, kwargs, backend, args.calls, args.captures, now)
-                t_ovh, t_cap, t_graphs, _ = measure("torch", fn, inputs, kwargs, backend, args.calls, args.captures, now)
-            ratio = f"{k_ovh / t_ovh:6.2f}" if k_ovh is not None and t_ovh else "     -"
+            kiln_ovh = {}
+            saved = kiln.config.no_c
+            try:
+                with torch.no_grad():
+                    for p in paths:
+                        kiln_ovh[p], k_cap, k_graphs, guards = measure("kiln", fn, inputs, kwargs, backend, args.calls,
+                                                                       args.captures, now, c_guards=p == "C")
+                    t_ovh, t_cap, t_graphs, _ = measure("torch", fn, inputs, kwargs, backend, args.calls,
+                                                        args.captures, now)
+            finally:
+                kiln.config.no_c = saved
             show = lambda v: "-" if v is None else f"{v:.1f}"   # noqa: E731
-            print(f"{name:32} {backend:9} {show(k_ovh):>11} {show(t_ovh):>12} {ratio} {k_graphs:>11} "
-                  f"{t_graphs:>12} {guards:>11} {k_cap:10.3f} {t_cap:11.3f} {k_cap / t_cap:9.2f}", flush=True)
-            rows.append(dict(program=name, backend=backend, kiln_overhead_us=k_ovh, torch_overhead_us=t_ovh,
-                             kiln_graphs=k_graphs, torch_graphs=t_graphs, kiln_guards=guards,
-                             kiln_first_call_s=k_cap, torch_first_call_s=t_cap))
+            ratios = "".join((f"{kiln_ovh[p] / t_ovh:8.2f} " if kiln_ovh[p] is not None and t_ovh else f"{'-':>8} ")
+                             for p in paths)
+            print(f"{name:32} {backend:9} " + "".join(f"{show(kiln_ovh[p]):>11} " for p in paths)
+                  + f"{show(t_ovh):>12} {ratios}{k_graphs:>11} {t_graphs:>12} {guards:>11} {k_cap:10.3f} "
+                  f"{t_cap:11.3f} {k_cap / t_cap:9.2f}", flush=True)
+            row = dict(program=name, backend=backend, kiln_overhead_us=kiln_ovh[paths[0]], torch_overhead_us=t_ovh,
+                       kiln_graphs=k_graphs, torch_graphs=t_graphs, kiln_guards=guards,
+                       kiln_first_call_s=k_cap, torch_first_call_s=t_cap)
+            row.update({f"kiln_{p}_overhead_us": kiln_ovh[p] for p in paths})
+            rows.append(row)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"python": platform.python_version(), "torch": torch.__version__, "clock": args.clock,

@@ -7,13 +7,14 @@ For each model's (first) entry, all in one process: medians of 41 interleaved ro
 the garbage collector paused:
 
 * ``call``: one compiled call; ``graphs``: the captured graphs called directly;
-* ``guard``: the entry's guard function alone; ``in situ``: the guard followed by the
+* ``guard``: the entry's guard alone (the C accelerator's plan where it is built, else
+  the Python function); ``py guard``: the generated Python guard function alone; ``in situ``: the guard followed by the
   glue, minus the glue alone (larger than ``guard``: the guard's reads of hundreds of
   objects evict what the glue and graphs then need from the CPU caches);
-* ``tensor chk``: what the guard's tensor checks cost (the guard minus a copy of it
+* ``tensor chk``: what the Python guard's tensor checks cost (it minus a copy of it
   with those checks removed);
-* ``reads only``: a copy of the guard with every check removed: only the attribute and
-  item reads that bind the values the checks test;
+* ``reads only``: a copy of the Python guard with every check removed: only the
+  attribute and item reads that bind the values the checks test;
 * ``glue``: the entry's glue minus its graphs (output rebuilding, the model's own
   output object, side effects);
 * ``path``: the compiled call minus the guard and glue called back to back
@@ -32,6 +33,7 @@ import torch
 
 import kiln
 from kiln.bench.overhead import GraphRecorder, interleaved_medians
+from kiln.runtime.guard_plan import python_guard_of
 from overhead import real_models
 
 # every tensor guard checks requires_grad, whether its sizes are static or symbolic
@@ -63,10 +65,11 @@ def guard_without(entry, drop) -> object:
         if stripped.startswith("if not (") and drop(stripped[len("if not ("):-2]):
             line = line[:len(line) - len(stripped)] + "if False:"
         lines.append(line)
-    namespace = dict(entry.guard.__globals__)
+    python = python_guard_of(entry.guard)
+    namespace = dict(python.__globals__)
     exec(compile("\n".join(lines), "<guard copy>", "exec"), namespace)
-    copy = namespace[entry.guard.__name__]
-    copy.__defaults__, copy.__kwdefaults__ = entry.guard.__defaults__, entry.guard.__kwdefaults__
+    copy = namespace[python.__name__]
+    copy.__defaults__, copy.__kwdefaults__ = python.__defaults__, python.__kwdefaults__
     return copy
 
 
@@ -81,6 +84,7 @@ def anatomy(name, model, args, kwargs, backend: str) -> str:
     call_args = (compiled, *args)
     handed = entry.guard(fn, *call_args, **kwargs)
     assert handed is not False, "the entry's guard should pass"
+    python = python_guard_of(entry.guard)
     no_tensor = guard_without(entry, _TENSOR_CHECK.search)
     reads = guard_without(entry, lambda check: True)
     concrete = recorder.concrete_graphs()
@@ -88,6 +92,7 @@ def anatomy(name, model, args, kwargs, backend: str) -> str:
         "graphs": lambda: [g(*inputs) for g, inputs, _ in concrete],
         "call": lambda: compiled(*args, **kwargs),
         "guard": lambda: entry.guard(fn, *call_args, **kwargs),
+        "py_guard": lambda: python(fn, *call_args, **kwargs),
         "no_tensor": lambda: no_tensor(fn, *call_args, **kwargs),
         "reads": lambda: reads(fn, *call_args, **kwargs),
         "run": lambda: entry.run(handed, fn, *call_args, **kwargs),
@@ -95,11 +100,12 @@ def anatomy(name, model, args, kwargs, backend: str) -> str:
     })
     call, graphs, guard, run = t["call"], t["graphs"], t["guard"], t["run"]
     glue = run - graphs
-    no_tensor_us, reads_us = t["no_tensor"], t["reads"]
+    no_tensor_us, reads_us, py_guard = t["no_tensor"], t["reads"], t["py_guard"]
     checks = entry.guard_source.count("if not (")
     tensors = len(_TENSOR_CHECK.findall(entry.guard_source))
     return (f"{name:14} {len(compiled.forward.entries):>7} {checks:>6} {tensors:>7} {call - graphs:>9.1f} "
-            f"{guard:>7.1f} {t['guard_run'] - run:>7.1f} {guard - no_tensor_us:>10.1f} {reads_us:>10.1f} "
+            f"{guard:>7.1f} {py_guard:>8.1f} {t['guard_run'] - run:>7.1f} {py_guard - no_tensor_us:>10.1f} "
+            f"{reads_us:>10.1f} "
             f"{glue:>7.1f} {call - t['guard_run']:>7.1f}")
 
 
@@ -109,7 +115,7 @@ def main(argv=None):
     parser.add_argument("--only", nargs="*")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    print(f"{'model':14} {'entries':>7} {'checks':>6} {'tensors':>7} {'ovh us':>9} {'guard':>7} "
+    print(f"{'model':14} {'entries':>7} {'checks':>6} {'tensors':>7} {'ovh us':>9} {'guard':>7} {'py guard':>8} "
           f"{'in situ':>7} {'tensor chk':>10} {'reads only':>10} {'glue':>7} {'path':>7}")
     for name, model, inputs, kwargs in real_models():
         if args.only and name not in args.only:

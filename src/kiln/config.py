@@ -54,6 +54,12 @@ class Config:
     #: boundaries, so that DDP's all-reduces overlap the backward (backends/ddp_split.py);
     #: read when a graph is compiled (kiln.reset() to recompile after changing it)
     ddp_split_graphs: bool = True
+    #: never use the C accelerator (runtime/native.py): entries made from now on run their
+    #: generated Python guards, which take the same decisions (``KILN_NO_C=1``)
+    no_c: bool = False
+    #: run both guard paths on every call of entries made from now on and raise
+    #: GuardPlanMismatch where they decide differently (fuzz campaigns, tests; slow)
+    guard_crosscheck: bool = False
 
     def __setattr__(self, name, value):
         known = {f.name: f for f in fields(Config)}

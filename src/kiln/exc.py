@@ -78,5 +78,10 @@ class RecompileLimitReached(KilnError):
     """Raised only when ``config.error_on_recompile_limit`` is set."""
 
 
+class GuardPlanMismatch(KilnError):
+    """The C accelerator's guard plan and the Python guard it was made from decided a call
+    differently (only checked with ``kiln.config.guard_crosscheck``): a bug in Kiln."""
+
+
 class ArgumentError(TypeError):
     """The call's arguments do not fit the function's signature (as eager would say)."""

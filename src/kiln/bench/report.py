@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from rich.table import Table
 
+from ..runtime import native
 from .results import COLUMNS, PASS, SKIPPED, Result
 
 STATUS_STYLE = {"pass": "green", "skipped": "dim", "timeout": "yellow", "fail_accuracy": "magenta"}
@@ -159,7 +160,8 @@ def summary_lines(rows: list[Result]) -> list[str]:
     ratio = overhead_ratio(rows)
     if ratio is not None:
         lines.append(f"per-call overhead kiln/torch: geomean {ratio[0]:.2f}x over {ratio[1]} model(s) "
-                     f"(each model's compiled call minus its graphs' time)")
+                     f"(each model's compiled call minus its graphs' time; Kiln's guards: "
+                     f"{native.active_path()}, KILN_NO_C=1 for Python)")
     problems = [r for r in rows if r.status != PASS and r.reason]
     if problems:
         lines.append("")

@@ -191,7 +191,8 @@ class Tracer:
         if name in bdict:
             self.state.guards.add("const", None,
                                   f"{literal(name)} not in {self.state.ns.ref(g, '___g')}",
-                                  f"global {name!r}{source.of_module()} does not shadow the builtin")
+                                  f"global {name!r}{source.of_module()} does not shadow the builtin",
+                                  plan=(("on", g), ("in", name, False)))
             return builder.wrap(self, bdict[name], None)
         raise Unsupported(f"name {name!r} is not defined (NameError)")
 

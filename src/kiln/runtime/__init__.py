@@ -11,7 +11,9 @@ the guards read (``contexts``), exceptions rebuilt (``objects``), the hooks that
 compiled backward do only what eager's would (``backward_reach``), the step functions
 and loop-exit pickers of a graph break (``steps``), and the compiled callees at a break
 (``callees``).  ``caches`` holds the
-process-wide caches' registry behind ``kiln.reset()``.
+process-wide caches' registry behind ``kiln.reset()``.  ``guard_plan`` turns an entry's
+guards into a plan the C accelerator runs (``_guard_plan.c``, with the optional C++
+``_tensor_facts.cpp``), which ``native`` builds on first use and loads.
 
 Why one package: what runs per call is what costs per call, so it is where a faster
 implementation goes (the C accelerator of issues #21/#26 lives here), and it must not
@@ -42,6 +44,7 @@ from .fallback import (  # noqa: F401
     run_frame_as_python,
     warn_fallback,
 )
+from .guard_plan import make_guard  # noqa: F401
 from .iterators import REBUILDERS, SEQUENCE_ITERATORS, advanced, remaining_items  # noqa: F401
 from .objects import rebuild_exception, replay_set  # noqa: F401
 from .outputs import (  # noqa: F401

@@ -4,6 +4,14 @@ Each guard is a boolean Python expression over Sources (``x.dtype is ___c3``).  
 entry's guards are emitted as one generated function with the frame's own signature,
 cheap checks first, plus a twin function that returns the text of the first guard
 that failed (used for recompile messages; never on the fast path).
+
+A guard may also carry a *plan*: the same check as steps of the C accelerator
+(``runtime/guard_plan.py``), e.g. ``(("type", T), ("eq", 3))`` for
+``type({v}) is T and {v} == 3``.  ``GuardCodegen.plan`` turns the sorted guard list into
+one ``PlanSpec``, walking it exactly as the Python function does; a guard without a plan
+becomes a step that runs its check text as a Python lambda, so a plan is always complete
+and the Python text stays the specification.  Whoever writes a check writes its plan
+beside it, the two saying the same thing (the guard tests run both paths).
 """
 from __future__ import annotations
 
@@ -11,8 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ...runtime import autocast_state
-from .sources import Namespace, Source
+from ...runtime import autocast_state, guard_plan as gp
+from .sources import AttrSource, ClosureSource, ConstSource, FnSource, GlobalSource, ItemSource, LocalSource, \
+    Namespace, Source
 
 # Order in which guard kinds are emitted: cheap identity/type checks first.
 _KIND_ORDER = {"global_state": 0, "id": 1, "type": 2, "const": 3, "len": 4, "keys": 5, "tensor": 6, "shape": 7,
@@ -26,6 +35,7 @@ class Guard:
     check: str          # a Python expression; the placeholder {v} stands for the source's value
     description: str    # user-facing sentence fragment
     uses: tuple = ()    # extra sources the check reads ({v1}, {v2}...)
+    plan: tuple | None = None   # the check as accelerator steps (module docstring); None: its text
 
 
 class GuardSet:
@@ -50,45 +60,55 @@ class GuardSet:
             out.update(g.uses)
         return out
 
-    def add(self, kind: str, source: Source | None, check: str, description: str, uses: tuple = ()):
+    def add(self, kind: str, source: Source | None, check: str, description: str, uses: tuple = (),
+            plan: tuple | None = None):
+        """``plan``: ``check`` as accelerator steps (see the module docstring), if it has them."""
         key = (source, check, uses)
         if key not in self._guards:
-            self._guards[key] = Guard(kind, source, check, description, uses)
+            self._guards[key] = Guard(kind, source, check, description, uses, plan)
 
     # -- the kinds ----------------------------------------------------------------
     def identity(self, source: Source, obj, what: str = "object"):
-        self.add("id", source, f"{{v}} is {self.ns.ref(obj)}", f"{source.describe()} is the same {what}")
+        self.add("id", source, f"{{v}} is {self.ns.ref(obj)}", f"{source.describe()} is the same {what}",
+                 plan=(("is", obj),))
 
     def type_is(self, source: Source, obj):
         t = type(obj)
-        self.add("type", source, f"type({{v}}) is {self.ns.ref(t)}", f"type({source.describe()}) is {t.__name__}")
+        self.add("type", source, f"type({{v}}) is {self.ns.ref(t)}", f"type({source.describe()}) is {t.__name__}",
+                 plan=(("type", t),))
 
     def constant(self, source: Source, value):
+        plan = (("type", type(value)), ("eq", value))
         if value is None or isinstance(value, bool):
             check = f"{{v}} is {value!r}"
+            plan = (("is", value),)
         elif isinstance(value, (int, float, str, bytes)) and type(value) in (int, float, str, bytes):
             ref = self.ns.ref(type(value))
             text = literal(value)
             if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
                 text = self.ns.ref(value)
                 check = f"type({{v}}) is {ref} and ({{v}} == {text} or ({{v}} != {{v}} and {text} != {text}))"
+                plan = None
             else:
                 check = f"type({{v}}) is {ref} and {{v}} == {text}"
         elif isinstance(value, (torch.dtype, torch.device, type(Ellipsis))) or value is NotImplemented:
             check = f"{{v}} == {self.ns.ref(value)}" if isinstance(value, torch.device) else f"{{v}} is {self.ns.ref(value)}"
+            plan = (("eq" if isinstance(value, torch.device) else "is", value),)
         else:
             check = f"type({{v}}) is {self.ns.ref(type(value))} and {{v}} == {self.ns.ref(value)}"
-        self.add("const", source, check, f"{source.describe()} == {value!r}")
+        self.add("const", source, check, f"{source.describe()} == {value!r}", plan=plan)
 
     def length(self, source: Source, obj):
         self.type_is(source, obj)
-        self.add("len", source, f"len({{v}}) == {len(obj)}", f"len({source.describe()}) == {len(obj)}")
+        self.add("len", source, f"len({{v}}) == {len(obj)}", f"len({source.describe()}) == {len(obj)}",
+                 plan=(("len", len(obj)),))
 
     def dict_keys(self, source: Source, d: dict):
         self.type_is(source, d)
         keys = list(d.keys())
         if all(type(k) in (str, int) for k in keys):
-            self.add("keys", source, f"list({{v}}) == {literal(keys)}", f"{source.describe()} has keys {keys!r}")
+            self.add("keys", source, f"list({{v}}) == {literal(keys)}", f"{source.describe()} has keys {keys!r}",
+                     plan=(("keys", keys),))
         else:
             # by identity: == on tensor keys (optimizer state) would compare values, and raise
             ref = self.ns.ref(keys)
@@ -120,7 +140,10 @@ class GuardSet:
         desc = (f"{source.describe()} is a {type(t).__name__} of dtype {t.dtype}, device {t.device}, "
                 f"shape {shown(sizes)}, stride {shown(strides) if strides is not None else '-'}, "
                 f"requires_grad={t.requires_grad}")
-        self.add("tensor", source, " and ".join(parts), desc)
+        static = lambda xs: None if xs is None else tuple(x if type(x) is int else None for x in xs)  # noqa: E731
+        plan = (("tensor", type(t), t.dtype, None if t.device.type == "cpu" else t.device, t.requires_grad,
+                 static(sizes), static(strides)),)
+        self.add("tensor", source, " and ".join(parts), desc, plan=plan)
 
     def shape(self, sources: list, check: str, description: str):
         """A guard the ShapeEnv recorded on symbolic sizes; ``check`` reads ``{v}``, ``{v1}``...
@@ -128,20 +151,22 @@ class GuardSet:
         self.add("shape", sources[0], check, description, uses=tuple(sources[1:]))
 
     def same_object(self, source: Source, other: Source):
-        self.add("alias", source, "{v} is {v1}", f"{source.describe()} is {other.describe()}", uses=(other,))
+        self.add("alias", source, "{v} is {v1}", f"{source.describe()} is {other.describe()}", uses=(other,),
+                 plan=(("same",),))
 
     def global_state(self):
         self.add("global_state", None, f"{self.ns.ref(torch.is_grad_enabled)}() is {torch.is_grad_enabled()}",
-                 f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}")
+                 f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}",
+                 plan=(("call_is", torch.is_grad_enabled, torch.is_grad_enabled()),))
         # the default dtype decides what factory calls (torch.ones(2)) make
         dtype = torch.get_default_dtype()
         self.add("global_state", None, f"{self.ns.ref(torch.get_default_dtype)}() is {self.ns.ref(dtype)}",
-                 f"the default dtype is {dtype}")
+                 f"the default dtype is {dtype}", plan=(("call_is", torch.get_default_dtype, dtype),))
         # autocast changes what every op computes (and backends bake it in): one cheap
         # check when it is off, the full (device, dtype) state when it is on
         if not torch._C._is_any_autocast_enabled():
             self.add("global_state", None, f"{self.ns.ref(torch._C._is_any_autocast_enabled)}() is False",
-                     "autocast is off")
+                     "autocast is off", plan=(("call_is", torch._C._is_any_autocast_enabled, False),))
         else:
             state = autocast_state()
             self.add("global_state", None, f"{self.ns.ref(autocast_state)}() == {literal(state)}",
@@ -227,12 +252,102 @@ class GuardCodegen:
         values = "".join(f"{s.expr(self.ns)}, " for s in handoff)
         return f"def {name}({self.params}):\n    return ({values})\n"
 
+    def plan(self, code, handoff: list = ()) -> gp.PlanSpec:
+        """The guard function as accelerator steps (``runtime/guard_plan.py``): the same
+        guards in the same order, each source read once into a slot when ``_body`` binds
+        it, each guard's ``plan`` steps or, without one, its check text as a lambda."""
+        slots: dict[Source, int] = {}
+        params = gp.parameter_names(code)
+        steps: list = []
+        count = [len(params)]
+
+        def new_slot() -> int:
+            count[0] += 1
+            return count[0] - 1
+
+        def slot_of(src: Source) -> int:
+            if src in slots:
+                return slots[src]
+            base = src.base
+            base_slot = slot_of(base) if base is not None else None
+            slots[src] = slot = _load_steps(src, base_slot, params, new_slot, steps, self._lambda_of_source)
+            return slot
+
+        for g in self.guards:
+            used = ([slot_of(g.source)] if g.source is not None else []) + [slot_of(u) for u in g.uses]
+            if g.plan is None:
+                names = [f"___a{i}" for i in range(len(used))]
+                fmt = dict(zip(["v", *(f"v{i}" for i in range(1, len(used)))], names))
+                text = g.check.format(**fmt)
+                steps.append((gp.C_PY, gp.Lambda(f"lambda {', '.join(names)}: ({text})"), tuple(used)))
+                continue
+            checks = g.plan
+            if checks[0][0] == "on":       # a source-less check on an object: held in a slot
+                used = [new_slot()]
+                steps.append((gp.L_CONST, used[0], checks[0][1]))
+                checks = checks[1:]
+            for check in checks:
+                steps.append(_check_step(check, used))
+        return gp.PlanSpec(count[0], steps, tuple(slot_of(s) for s in handoff) if handoff else None)
+
+    def _lambda_of_source(self, src: Source) -> gp.Lambda:
+        """``src`` read by Python from its base's value (``___b``): source kinds without a step."""
+        temps = {src.base: "___b"} if src.base is not None else {}
+        text = src.expr(_TempNS(self.ns, temps))
+        return gp.Lambda(f"lambda {'___b' if temps else ''}: {text}")
+
     def explain_source(self, name: str) -> str:
         out = [f"def {name}({self.params}):", "    try:"]
         out += ["        " + l for l in self._body(lambda g: f"return {('expected ' + g.description)!r}")]
         out += ["        return None", "    except Exception as e:",
                 "        return f'a guard raised {type(e).__name__}: {e}'"]
         return "\n".join(out) + "\n"
+
+
+_CHECK_CODES = {"is": gp.C_IS, "type": gp.C_TYPE, "eq": gp.C_EQ, "len": gp.C_LEN, "tensor": gp.C_TENSOR,
+                "attr_is": gp.C_ATTR_IS, "falsy_attrs": gp.C_FALSY_ATTRS, "in_dict": gp.C_IN_DICT, "in": gp.C_IN,
+                "hasattr": gp.C_HASATTR, "truth": gp.C_TRUTH, "method_is": gp.C_METHOD_IS, "keys": gp.C_KEYS}
+
+
+def _check_step(check: tuple, used: list) -> tuple:
+    """One planned check (``("type", T)``...) as a step on the guard's slots."""
+    kind, *operands = check
+    if kind == "same":
+        return (gp.C_SAME, used[0], used[1])
+    if kind in ("call_is", "call_eq"):
+        return (gp.C_CALL_IS if kind == "call_is" else gp.C_CALL_EQ, *operands)
+    if kind == "keys":
+        operands = [list(operands[0])]
+    return (_CHECK_CODES[kind], used[0], *operands)
+
+
+def _load_steps(src: Source, base: int | None, params: list, new_slot, steps: list, fallback) -> int:
+    """Append the steps that read ``src`` (its base already in slot ``base``); its slot.
+    Each step does what ``src.expr`` does in Python (an attribute, an item, a constant);
+    other source kinds read through ``fallback(src)``, a lambda of the base's value."""
+    if isinstance(src, FnSource):
+        return 0
+    if isinstance(src, LocalSource) and src.name in params:
+        return params.index(src.name)
+    slot = new_slot()
+    if isinstance(src, ConstSource):
+        steps.append((gp.L_CONST, slot, src.obj))
+    elif isinstance(src, GlobalSource):
+        holder = new_slot()
+        steps.append((gp.L_CONST, holder, src.globals_ref))
+        steps.append((gp.L_ITEM, slot, holder, src.name))
+    elif isinstance(src, AttrSource):
+        steps.append((gp.L_ATTR, slot, base, src.name))
+    elif type(src) is ItemSource:
+        steps.append((gp.L_ITEM, slot, base, src.index))
+    elif isinstance(src, ClosureSource):
+        cells, cell = new_slot(), new_slot()
+        steps.append((gp.L_ATTR, cells, base, "__closure__"))
+        steps.append((gp.L_ITEM, cell, cells, src.index))
+        steps.append((gp.L_ATTR, slot, cell, "cell_contents"))
+    else:
+        steps.append((gp.L_CALL, slot, fallback(src), (base,) if base is not None else ()))
+    return slot
 
 
 def _source_depth(source) -> int:

@@ -26,6 +26,7 @@ from .graph_outputs import mutated_inputs, output_reach, storage_key as storage
 from ..basics import GuardCodegen, Namespace
 from ..values import DELETED, GENERIC_SETATTRS, lookup_class_attr, slot_names, SymNodeValue, Value
 from ..values import TensorValue
+from ...runtime import make_guard
 
 _LITERAL_TYPES = (int, str, bool, type(None), bytes)
 
@@ -65,15 +66,21 @@ class GeneratedCode:
     names: dict
     line_map: dict
     defaults: tuple
+    code: object = None           # the frame's code object (the guard's signature)
+    guard_plan: object = None     # the guard as accelerator steps (guards.GuardCodegen.plan)
 
     def load(self) -> dict:
-        """The functions, by role: the one place generated entry code is executed."""
+        """The functions, by role: the one place generated entry code is executed.  The
+        guard is the C accelerator's plan where it is built (``runtime.guard_plan``), else
+        the generated Python function, which the plan falls back to and decides alike."""
         namespace = dict(self.globals)
         exec(compile(self.guard_source + "\n" + self.twin_source, f"<kiln guards {self.name}>", "exec"), namespace)
         exec(compile(self.glue_source, f"<kiln glue {self.name}>", "exec"), namespace)
         functions = {role: namespace[name] for role, name in self.names.items()}
         for f in functions.values():
             f.__defaults__, f.__kwdefaults__ = self.defaults
+        if self.code is not None:
+            functions["guard"] = make_guard(self.guard_plan, functions["guard"], namespace, self.code, self.defaults)
         return functions
 
 
@@ -188,7 +195,7 @@ class Codegen:
         names = {role: f"___{role}_{name}" for role in ("guard", "explain", "glue", "gather")}
         line_map = {index + 2: where for index, where in self._marks.items()}   # line 1 is the def
         return GeneratedCode(name, guard_source, twin_source, glue_source, namespace, names, line_map,
-                             (fn.__defaults__, fn.__kwdefaults__))
+                             (fn.__defaults__, fn.__kwdefaults__), code, guard_gen.plan(code, handoff))
 
     # -- expressions ---------------------------------------------------------------------
     def ref(self, obj) -> str:

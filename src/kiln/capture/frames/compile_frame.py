@@ -190,7 +190,7 @@ def _new_trace(fn, real_locals, break_at, shapes, compiler):
     for attr in ("__defaults__", "__kwdefaults__"):
         if getattr(fn, attr):
             state.guards.add("id", FnSource(), f"{{v}}.{attr} is {state.ns.ref(getattr(fn, attr))}",
-                             f"the function's {attr} are the same objects")
+                             f"the function's {attr} are the same objects", plan=(("attr_is", attr, getattr(fn, attr)),))
     cells = {}
     for i, name in enumerate(code.co_freevars):
         cells[name] = state.cell_for(fn.__closure__[i], ClosureSource(FnSource(), i))

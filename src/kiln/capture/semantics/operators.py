@@ -291,7 +291,8 @@ def _guard_identity(tx, a: Value, b: Value, same: bool) -> None:
     other = guards.ns.ref(b.real_object()) if sb is None else "{v1}"
     check = f"{{v}} is {other}" if same else f"{{v}} is not {other}"
     desc = f"{sa.describe()} {'is' if same else 'is not'} {sb.describe() if sb else b.describe()}"
-    guards.add("alias", sa, check, desc, uses=(sb,) if sb is not None else ())
+    plan = None if not same else (("same",),) if sb is not None else (("is", b.real_object()),)
+    guards.add("alias", sa, check, desc, uses=(sb,) if sb is not None else (), plan=plan)
 
 
 def contains(tx, container: Value, item: Value) -> bool:

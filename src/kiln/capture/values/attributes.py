@@ -80,7 +80,8 @@ def guard_class_walk(tx, cls: type, owner, name: str):
             break
         if se.pending_attr(klass, name) is None and not class_is_trusted(klass):
             tx.state.guards.add("keys", ConstSource(id(klass), klass), f"{literal(name)} not in {{v}}.__dict__",
-                                f"class {klass.__qualname__} has no attribute {name!r} of its own")
+                                f"class {klass.__qualname__} has no attribute {name!r} of its own",
+                                plan=(("in_dict", name, False),))
 
 
 def class_attr_source(cls: type, name: str):

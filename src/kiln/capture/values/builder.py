@@ -370,7 +370,7 @@ def _wrap_function(tx, fn: types.FunctionType, source) -> Value:
         # are guarded where they are read), not their identity
         if fn.__closure__ or "<locals>" in fn.__qualname__:
             state.guards.add("id", source, f"{{v}}.__code__ is {state.ns.ref(fn.__code__)}",
-                             f"{source.describe()} runs the same code")
+                             f"{source.describe()} runs the same code", plan=(("attr_is", "__code__", fn.__code__),))
         else:
             state.guards.identity(source, fn, "function")
     special = wrap_python_function(tx, fn, source)

@@ -275,7 +275,7 @@ def wrap_autocast_object(tx, obj, source):
         value = getattr(obj, attr)
         if isinstance(value, torch.dtype):
             tx.state.guards.add("const", AttrSource(source, attr), f"{{v}} is {tx.state.ns.ref(value)}",
-                                f"{source.describe()}.{attr} is {value}")
+                                f"{source.describe()}.{attr} is {value}", plan=(("is", value),))
         else:
             tx.state.guards.constant(AttrSource(source, attr), value)
     return AutocastValue(obj)
@@ -325,7 +325,7 @@ def wrap_autocast_exit(tx, method, source):
     for attr, value in zip(("device", "prev_fastdtype", "prev", "prev_cache_enabled"), saved):
         if isinstance(value, torch.dtype):
             tx.state.guards.add("const", AttrSource(self_src, attr), f"{{v}} is {tx.state.ns.ref(value)}",
-                                f"{self_src.describe()}.{attr} is {value}")
+                                f"{self_src.describe()}.{attr} is {value}", plan=(("is", value),))
         else:
             tx.state.guards.constant(AttrSource(self_src, attr), value)
     return WithExit(AutocastExitValue(method, source, saved))

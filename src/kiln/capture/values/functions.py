@@ -192,7 +192,7 @@ class UserFunctionValue(BaseFunctionValue):
             # missing, as in eager: guarded, since a later ``fn.attr = ...`` would add it
             if self.source is not None:
                 tx.state.guards.add("const", self.source, f"not hasattr({{v}}, {literal(name)})",
-                                    f"{self.source.describe()} has no attribute {name!r}")
+                                    f"{self.source.describe()} has no attribute {name!r}", plan=(("hasattr", name, False),))
             raise AttributeMissing(f"'function' object has no attribute {name!r}")
         return super().getattr(tx, name)
 

@@ -72,11 +72,13 @@ class ModuleValue(ObjectValue):
         # these run on every call
         if self.source is not None:
             guards.add("len", self.source, "not ({v}._forward_hooks or {v}._forward_pre_hooks or "
-                       "{v}._backward_hooks or {v}._backward_pre_hooks)", f"{self.source.describe()} has no hooks")
+                       "{v}._backward_hooks or {v}._backward_pre_hooks)", f"{self.source.describe()} has no hooks",
+                       plan=(("falsy_attrs", HOOK_DICTS),))
         registry = guards.ns.ref(g)
         guards.add("global_state", None, f"not ({registry}._global_forward_hooks or "
                    f"{registry}._global_forward_pre_hooks or {registry}._global_backward_hooks or "
-                   f"{registry}._global_backward_pre_hooks)", "no global nn.Module hooks are registered")
+                   f"{registry}._global_backward_pre_hooks)", "no global nn.Module hooks are registered",
+               plan=(("on", g), ("falsy_attrs", GLOBAL_HOOK_DICTS)))
         if lookup_class_attr(type(mod), "__call__")[0] is not torch.nn.Module:
             # the class's own __call__ decides what calling the module means (the module's
             # type is guarded, so the override is too)
@@ -94,6 +96,9 @@ class ModuleValue(ObjectValue):
         super().setattr(tx, name, value)
 
 
+# the hook dicts a module call reads (guarded empty: one check per module, planned as one step)
+HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+GLOBAL_HOOK_DICTS = tuple(f"_global{name}" for name in HOOK_DICTS)
 _IMMUTABLE_ATTRS = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
 
 

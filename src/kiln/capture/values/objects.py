@@ -186,7 +186,8 @@ class ObjectValue(DunderProtocol, Value):
             # found on the class: an instance attribute set later (a monkeypatched
             # forward) would shadow it, so the entry checks there is none
             tx.state.guards.add("keys", self.source, f"{literal(name)} not in {{v}}.__dict__",
-                                f"{self.source.describe()} has no instance attribute {name!r}")
+                                f"{self.source.describe()} has no instance attribute {name!r}",
+                                plan=(("in_dict", name, False),))
         if changed:
             guard_class_walk(tx, cls, owner, name)
         if raw is not None:
@@ -221,7 +222,7 @@ class ObjectValue(DunderProtocol, Value):
     def _guard_missing(self, tx, name):
         if self.source is not None:
             tx.state.guards.add("const", self.source, f"not hasattr({{v}}, {literal(name)})",
-                                f"{self.source.describe()} has no attribute {name!r}")
+                                f"{self.source.describe()} has no attribute {name!r}", plan=(("hasattr", name, False),))
 
     def setattr(self, tx, name, value):
         if isinstance(self.obj, torch.nn.Module) and isinstance(value, ObjectValue) and isinstance(value.obj, torch.nn.Module):
@@ -291,7 +292,8 @@ def _real_truth(obj) -> bool:
 
 def _guarded_truth(tx, v: ObjectValue):
     value = _real_truth(v.obj)
-    tx.state.guards.add("const", v.source, f"bool({{v}}) is {value}", f"bool({v.source.describe()}) is {value}")
+    tx.state.guards.add("const", v.source, f"bool({{v}}) is {value}", f"bool({v.source.describe()}) is {value}",
+                        plan=(("truth", value),))
     return value
 
 
@@ -357,7 +359,7 @@ class ClassValue(ObjectValue):
             source = ConstSource(id(self.obj), self.obj)
         if source is not None:
             tx.state.guards.add("const", source, f"not hasattr({{v}}, {literal(name)})",
-                                f"{source.describe()} has no attribute {name!r}")
+                                f"{source.describe()} has no attribute {name!r}", plan=(("hasattr", name, False),))
 
     def delattr(self, tx, name):
         """``del Cls.name`` (``type.__delattr__``): the class's own entry, as the trace sees
@@ -373,7 +375,8 @@ class ClassValue(ObjectValue):
             raise_python(AttributeError, f"type object {cls.__name__!r} has no attribute {name!r}")
         real_entry = name in vars(cls)
         tx.state.guards.add("keys", ConstSource(id(cls), cls), f"{literal(name)} {'in' if real_entry else 'not in'} {{v}}.__dict__",
-                            f"class {cls.__qualname__} {'has' if real_entry else 'has no'} attribute {name!r} of its own")
+                            f"class {cls.__qualname__} {'has' if real_entry else 'has no'} attribute {name!r} of its own",
+                            plan=(("in_dict", name, real_entry),))
         if real_entry:
             tx.state.side_effects.store_attr(self, name, DELETED)
         else:
@@ -443,7 +446,7 @@ class PythonModuleValue(ObjectValue):
         source = self._global_source(tx, name)
         if source is not None:
             tx.state.guards.add("keys", None, f"{literal(name)} not in {tx.state.ns.ref(self.obj.__dict__, '___g')}",
-                                f"{source.describe()} does not exist")
+                                f"{source.describe()} does not exist", plan=(("on", self.obj.__dict__), ("in", name, False)))
 
     def getattr(self, tx, name):
         mod = self.obj

@@ -197,7 +197,8 @@ class TensorMethodValue(Value):
             # not a property of the fake tensor: read from the real input, and guarded
             value = tx.state.real_value(t.source).is_inference()
             tx.state.guards.add("tensor", t.source, f"{{v}}.is_inference() is {value}",
-                                f"{t.source.describe()}.is_inference() is {value}")
+                                f"{t.source.describe()}.is_inference() is {value}",
+                                plan=(("method_is", "is_inference", value),))
             return const(value)
         if name in METADATA_METHODS:
             try:
