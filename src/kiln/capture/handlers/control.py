@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...exc import Unsupported
 from ..instructions import loop_exit
+from ..runtime_checks import check_instead
 from ..values.base import ConstantValue
 from ..values.iterators import IteratorValue, as_iterator
 
@@ -15,7 +16,14 @@ def jump(tx, ins):
 def _pop_jump_if(truth: bool):
     def handler(tx, ins):
         v = tx.pop()
-        if v.truth(tx) is truth:
+        try:
+            taken = v.truth(tx) is truth
+        except Unsupported:
+            # a condition computed from tensor data: a run-time check when one side only raises
+            taken = check_instead(tx, ins, v, truth)
+            if taken is None:
+                raise
+        if taken:
             tx.jump(ins)
     return handler
 

@@ -166,7 +166,8 @@ def _reversed(tx, args, kwargs):
         and not issubclass(cls, dict)
     if owner is None and not sequence or owner is not None and raw is None:   # ``__reversed__ = None``
         raise_python(TypeError, f"'{type_name(cls)}' object is not reversible")
-    if not all(k.__module__ in ("builtins", "collections") for k in cls.__mro__):
+    # torch.Size's own __getitem__ gives a tuple's items for int indices, so its reversal is a tuple's
+    if cls is not torch.Size and not all(k.__module__ in ("builtins", "collections") for k in cls.__mro__):
         raise Unsupported(f"reversed() of a {cls.__name__} object (its class's own protocol)")
     return IteratorValue(list(reversed(_iter_items(tx, t))), iterator_type(reversed, t))
 

@@ -1,0 +1,203 @@
+"""Python-language breadth III (issue #32): branches on tensor data whose one side only
+raises are run-time checks inside the graph (``capture/runtime_checks.py``); the rest of
+``itertools``; joins over strings made in the frame; attribute writes on functions made
+in the frame.  One row per construct: captured whole under ``fullgraph=True``, compared
+with eager on two input sets, graph and op counts asserted (``capture_harness.run_case``);
+failing checks raise eager's exception under eager, aot_eager and inductor."""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+import kiln
+from kiln.comparison import Rules, assert_same
+from kiln.runtime.fallback import BackendFallbackWarning
+from kiln.testing import CompileCounter
+
+from ..mutation.harness import CountingBackend
+from .capture_harness import Case, I, Rand, parametrize, run_case
+
+
+def x1(r):
+    return (r.randn(3, 4),)
+
+
+def pos(r):
+    return (r.positive(3, 4),)
+
+
+# -- raising branches: run-time checks ---------------------------------------------------------
+def rc_any_raises(x):
+    if (x < 0).any():
+        raise ValueError(f"negative values in {x}")
+    return x.sqrt()
+
+
+def rc_not_all_raises(x):
+    y = x * 2
+    if not (y > 0).all():
+        raise RuntimeError("not positive: " + str(y.shape))
+    return y.log()
+
+
+def rc_else_raises(x):
+    if (x > 0).all():
+        pass
+    else:
+        raise ValueError("some value is not positive")
+    return x + 1
+
+
+def rc_message_branches(x):
+    if x.min() < 0:
+        raise ValueError("low" if x.numel() > 3 else "small and low")
+    return x.exp()
+
+
+def rc_item_number(x):
+    n = int((x > 0.1).sum().item())
+    if n < 1:
+        raise ValueError(f"only {n} values above 0.1")
+    return x[:, :1].expand(3, 4) * n
+
+
+def _validate(x):                       # an inlined callee's check
+    if torch.isnan(x).any():
+        raise ValueError("nan in input")
+
+
+def rc_inlined(x):
+    _validate(x)
+    return x * 3
+
+
+def rc_normal(loc, scale, v):
+    d = torch.distributions.Normal(loc, scale, validate_args=True)
+    return d.log_prob(v), d.mean, d.stddev
+
+
+def rc_exponential(rate, v):
+    d = torch.distributions.Exponential(rate, validate_args=True)
+    return d.log_prob(v), d.entropy()
+
+
+def rc_caught(x):
+    try:
+        _validate(x)
+        out = x + 1
+    except ValueError:
+        out = x * 0
+    return out
+
+
+CHECKS = [
+    Case("rc_any_raises", rc_any_raises, pos, 1, 5),
+    Case("rc_not_all_raises", rc_not_all_raises, pos, 1, 5),
+    Case("rc_else_raises", rc_else_raises, pos, 1, 4),
+    Case("rc_message_branches", rc_message_branches, pos, 1, 5),
+    Case("rc_item_number", rc_item_number, pos, 1, 9),
+    Case("rc_inlined", rc_inlined, x1, 1, 5),
+    Case("rc_normal", rc_normal, lambda r: I(r.randn(4), r.positive(4), r.randn(4)), 1, 19),
+    Case("rc_exponential", rc_exponential, lambda r: I(r.positive(4), r.positive(4)), 1, 12),
+    Case("rc_caught", rc_caught, x1, 1, 5),
+]
+
+
+@parametrize(CHECKS)
+def test_raising_branches_are_run_time_checks(case):
+    run_case(case)
+
+
+def rc_side_effect_first(x, log):
+    log.append("called")                 # a Python side effect before the check: eager's only
+    if (x < 0).any():
+        raise ValueError("negative")
+    return x.sqrt()
+
+
+def rc_mutation_first(x):
+    x.add_(1)                            # an input changed in place before the branch: a break
+    if (x < 0).any():
+        raise ValueError("negative after the shift")
+    return x.sqrt()
+
+
+FAILING = [   # (program, inputs that pass, inputs that fail, graphs for the passing call)
+    (rc_any_raises, lambda: (torch.rand(3),), lambda: (-torch.rand(3),), 1),
+    (rc_item_number, lambda: (torch.rand(3, 4) + 0.2,), lambda: (torch.zeros(3, 4),), 1),
+    (rc_normal, lambda: (torch.zeros(4), torch.ones(4), torch.randn(4)),
+     lambda: (torch.zeros(4), -torch.ones(4), torch.randn(4)), 1),
+    (rc_exponential, lambda: (torch.ones(4), torch.ones(4)), lambda: (torch.ones(4), -torch.ones(4)), 1),
+    (rc_caught, lambda: (torch.ones(3),), lambda: (torch.full((3,), float("nan")),), 1),
+    (rc_side_effect_first, lambda: (torch.rand(3), []), lambda: (-torch.rand(3), []), 1),
+    (rc_mutation_first, lambda: (torch.rand(3),), lambda: (-torch.ones(3) * 2,), 2),
+]
+
+
+def _outcome(fn, args):
+    try:
+        return "ok", fn(*args)
+    except Exception as e:
+        return "raise", (type(e), str(e))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("program,good,bad,graphs", FAILING, ids=[f[0].__name__ for f in FAILING])
+def test_failing_check_raises_eagers_exception(program, good, bad, graphs, backend):
+    """A check that fails at run time raises what eager raises (type and message, which
+    may format the tensor), with eager's side effects and no others; a passing call
+    makes the graphs the table says and no more."""
+    kiln.reset()
+    counter = CountingBackend(backend)
+    compiled = kiln.compile(program, backend=counter)
+    for make in (good, bad, good):
+        args = make()
+        eager_args, compiled_args = copy.deepcopy(args), copy.deepcopy(args)
+        expected = _outcome(program, eager_args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", BackendFallbackWarning)   # a failed check is no backend's fault
+            actual = _outcome(compiled, compiled_args)
+        assert expected[0] == actual[0]
+        if expected[0] == "raise":
+            assert actual[1] == expected[1]
+        else:
+            assert_same(expected[1], actual[1], Rules(rtol=1e-5, atol=1e-6), "result")
+        assert_same(eager_args, compiled_args, Rules(), "inputs after the call")
+    assert counter.frame_count == graphs
+
+
+def test_validated_distribution_graph_counts():
+    """torch.distributions' argument and sample checks: one graph (was three: a break at
+    each check), and the failing check's ValueError names eager's values."""
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(rc_normal, backend=counter)
+    compiled(torch.zeros(4), torch.ones(4), torch.randn(4))
+    assert counter.frame_count == 1
+    with pytest.raises(ValueError, match=r"Expected parameter scale .* but found invalid values:\n"
+                                         r"tensor\(\[-1\., -1\., -1\., -1\.\]\)"):
+        compiled(torch.zeros(4), -torch.ones(4), torch.randn(4))
+    assert counter.frame_count == 1
+
+
+def _shift_then_check(x):
+    y = x - 1
+    if (y < 0).any():
+        raise ValueError("below one")
+    return y
+
+
+def test_a_check_is_in_the_graph_not_a_break():
+    """The check is one ``_assert_async`` node in the one graph (fullgraph=True passes)."""
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(_shift_then_check, backend=counter, fullgraph=True)
+    x = torch.rand(3) + 1
+    assert torch.equal(compiled(x), x - 1)
+    assert counter.frame_count == 1
+    assert [n.target for n in counter.graphs[0].graph.nodes].count(torch._assert_async) == 1
+    with pytest.raises(ValueError, match="below one"):
+        compiled(torch.zeros(3))
