@@ -201,3 +201,47 @@ def test_a_check_is_in_the_graph_not_a_break():
     assert [n.target for n in counter.graphs[0].graph.nodes].count(torch._assert_async) == 1
     with pytest.raises(ValueError, match="below one"):
         compiled(torch.zeros(3))
+
+
+# -- int arguments that change every call: symbolic once seen to vary -----------------------------
+def pos_decode_step(x, cache, n):
+    cache[n] = x                                 # a write at the position
+    ctx = cache[: n + 1].mean(0)                 # everything so far
+    return ctx + x[n % x.shape[0]] * n, n + 1
+
+
+def pos_rotary(x, n):
+    pos = torch.arange(x.shape[-1]) + n
+    return x * torch.cos(pos.float() / 10.0), x[n]
+
+
+@pytest.mark.parametrize("start,graphs", [(0, 3), (5, 2)])
+@pytest.mark.parametrize("program,make", [
+    (pos_decode_step, lambda r, n: (r.randn(4), torch.zeros(16, 4), n)),
+    (pos_rotary, lambda r, n: (r.randn(12, 4), n)),
+], ids=["decode_step", "rotary"])
+def test_a_varying_position_is_symbolic_from_its_second_value(program, make, start, graphs):
+    """A position argument seen with a second value is a symbolic int from then on: a
+    series 0, 1, 2, ... makes graphs for 0 and 1 (which specialise, as sizes do) and one
+    for the rest; a series from 5 makes two (static 5, then symbolic)."""
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(program, backend=counter)
+    for n in range(start, start + 7):
+        args = make(Rand(n), n)
+        expected = program(*copy.deepcopy(args))
+        assert_same(expected, compiled(*copy.deepcopy(args)), Rules(rtol=1e-6, atol=1e-6), f"position {n}")
+    assert counter.frame_count == graphs
+    assert kiln.metrics.recompiles == graphs - 1
+
+
+def test_a_symbolic_index_out_of_range_raises_eagers_index_error():
+    kiln.reset()
+    compiled = kiln.compile(pos_rotary, backend=CompileCounter())
+    for n in (2, 3, 4):
+        compiled(torch.randn(12, 4), n)
+    with pytest.raises(IndexError) as eager:
+        pos_rotary(torch.randn(12, 4), 40)
+    with pytest.raises(IndexError) as ours:
+        compiled(torch.randn(12, 4), 40)
+    assert str(ours.value) == str(eager.value)

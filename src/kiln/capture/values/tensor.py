@@ -151,6 +151,11 @@ class TensorValue(Value):
         return out.unpack(tx)
 
     def getitem(self, tx, key):
+        if isinstance(key, SymNodeValue) and isinstance(key.fake, torch.SymInt) and self.fake.ndim:
+            # ``x[n]`` with a symbolic int: ``select`` keeps ``n`` symbolic (the indexing code
+            # asks the index's value and would specialise it); an index out of range fails
+            # in the graph, and the frame's Python run raises eager's IndexError
+            return graph_call(tx, "call_method", "select", [self, const(0), key], {})
         return graph_call(tx, "call_function", operator.getitem, [self, key], {})
 
     def setitem(self, tx, key, value):
