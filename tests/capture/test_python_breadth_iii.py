@@ -7,6 +7,7 @@ failing checks raise eager's exception under eager, aot_eager and inductor."""
 from __future__ import annotations
 
 import copy
+import itertools
 import warnings
 
 import pytest
@@ -245,3 +246,115 @@ def test_a_symbolic_index_out_of_range_raises_eagers_index_error():
     with pytest.raises(IndexError) as ours:
         compiled(torch.randn(12, 4), 40)
     assert str(ours.value) == str(eager.value)
+
+
+# -- the rest of itertools --------------------------------------------------------------------------
+def it_filterfalse(x):
+    kept = list(itertools.filterfalse(lambda v: v % 3 == 0, range(8)))
+    empties = [t for t in itertools.filterfalse(None, [0, 1, "", "a", None, ()])]
+    return x * sum(kept), empties
+
+
+def it_filterfalse_escapes(x):
+    rest = itertools.filterfalse(lambda t: t.shape[0] > 3, [x, x[:2], x[:3]])
+    first = next(rest)
+    return first * 2, rest
+
+
+def it_islice_list(x):
+    parts = [x, x * 2, x * 3, x * 4, x * 5]
+    return list(itertools.islice(parts, 1, None, 2)), list(itertools.islice(parts, 2))
+
+
+def it_groupby(x):
+    out = []
+    for k, g in itertools.groupby([1, 1, 2, 3, 3, 3, 1]):
+        out.append((k, len(list(g))))
+    return x * len(out), out
+
+
+def it_groupby_key_tensors(x, y):
+    rows = [(0, x), (0, y), (1, x * y), (2, x - y), (2, y)]
+    return [(k, sum(t for _, t in g)) for k, g in itertools.groupby(rows, key=lambda r: r[0])]
+
+
+def it_groupby_stale_group(x):
+    groups = list(itertools.groupby("aabbbc"))            # each group is exhausted by the next step
+    return x + 1, [(k, list(g)) for k, g in groups]
+
+
+def it_groupby_partial(x):
+    it = itertools.groupby([x, x, x * 2], key=lambda t: int(t.shape[0]))
+    k, g = next(it)
+    first = next(g)
+    return first + 1, k, next(it, None), list(g)
+
+
+def it_accumulate(x):
+    return (list(itertools.accumulate([x, x * 2, x * 3])), list(itertools.accumulate([1, 2, 3], initial=10)),
+            list(itertools.accumulate([x, x], torch.mul)))
+
+
+def it_zip_longest(x):
+    return list(itertools.zip_longest([x, x * 2], [1], fillvalue=x * 0)), list(itertools.zip_longest("ab", "c"))
+
+
+def it_pairwise(x):
+    return [a - b for a, b in itertools.pairwise([x, x * 2, x * 4])]
+
+
+def it_starmap(x):
+    return list(itertools.starmap(torch.add, [(x, 1), (x, 2)])), list(itertools.starmap(pow, [(2, 3), (3, 2)]))
+
+
+def it_cycle(x):
+    c = itertools.cycle([1, 2, 3])
+    out = [x * next(c) for _ in range(5)]
+    return out, itertools.islice(c, 4)                   # escapes part way through its second pass
+
+
+def it_cycle_first_pass(x):
+    c = itertools.cycle([x, x + 1, x + 2])
+    return next(c) * 2, itertools.islice(c, 4)           # escapes in its first pass
+
+
+def it_cycle_empty(x):
+    return x + 1, list(itertools.cycle([]))
+
+
+def it_tee(x):
+    a, b = itertools.tee([x, x + 1, x + 2])
+    next(b)
+    return [p * q for p, q in zip(a, b)]
+
+
+def it_tee_shared_source(x):
+    src = iter([x, x * 2, x * 3, x * 4])
+    a, b, c = itertools.tee(src, 3)
+    head = next(a), next(a)
+    return head, next(b), list(src), list(c)           # tee pulled two items from src already
+
+
+ITERTOOLS = [
+    Case("it_filterfalse", it_filterfalse, x1, 1, 1),
+    Case("it_filterfalse_escapes", it_filterfalse_escapes, x1, 1, 3),
+    Case("it_islice_list", it_islice_list, x1, 1, 4),
+    Case("it_groupby", it_groupby, x1, 1, 1),
+    Case("it_groupby_key_tensors", it_groupby_key_tensors, lambda r: I(r.randn(3), r.randn(3)), 1, 7),
+    Case("it_groupby_stale_group", it_groupby_stale_group, x1, 1, 1),
+    Case("it_groupby_partial", it_groupby_partial, x1, 1, 2),
+    Case("it_accumulate", it_accumulate, x1, 1, 5),
+    Case("it_zip_longest", it_zip_longest, x1, 1, 2),
+    Case("it_pairwise", it_pairwise, x1, 1, 4),
+    Case("it_starmap", it_starmap, x1, 1, 2),
+    Case("it_cycle", it_cycle, x1, 1, 5),
+    Case("it_cycle_first_pass", it_cycle_first_pass, x1, 1, 3),
+    Case("it_cycle_empty", it_cycle_empty, x1, 1, 1),
+    Case("it_tee", it_tee, x1, 1, 4),
+    Case("it_tee_shared_source", it_tee_shared_source, x1, 1, 3),
+]
+
+
+@parametrize(ITERTOOLS)
+def test_itertools(case):
+    run_case(case)

@@ -25,6 +25,7 @@ from .deques import DEQUES
 from .exceptions import ExceptionValue
 from .introspection import INTROSPECTION, real_classes
 from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
+from .shared_iterators import SHARED_ITERTOOLS
 from .operator_objects import OPERATOR_OBJECTS
 from .sets import make as make_set
 from .weakrefs import WEAKREFS
@@ -511,6 +512,7 @@ BUILTINS: dict = {
 }
 BUILTINS.update(INTROSPECTION)
 BUILTINS.update(ITERTOOLS)
+BUILTINS.update(SHARED_ITERTOOLS)
 BUILTINS.update(OPERATOR_OBJECTS)
 BUILTINS.update(DEQUES)
 BUILTINS.update(WEAKREFS)
