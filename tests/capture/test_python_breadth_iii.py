@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import kiln
+from kiln.cache import KilnWarning
 from kiln.comparison import Rules, assert_same
 from kiln.runtime.fallback import BackendFallbackWarning
 from kiln.testing import CompileCounter
@@ -358,3 +359,79 @@ ITERTOOLS = [
 @parametrize(ITERTOOLS)
 def test_itertools(case):
     run_case(case)
+
+
+# -- strings made from the frame's values -------------------------------------------------------
+def s_join_iterables(x):
+    names = ["a", "b"]
+    names.append(str(x.shape[0]))
+    d = {"p": 1, "q": 2}
+    return (x + 1, ",".join(names), "-".join(k for k in d), "".join(map(str, range(3))), "/".join(d.keys()),
+            b"+".join([b"u", b"v"]))
+
+
+def s_join_errors(x):
+    try:
+        "".join([1, "a"])
+    except TypeError as e:
+        return x * 2, str(e)
+
+
+def s_format_values(x, tag):
+    n = x.shape[0]
+    shape = "x".join(str(s) for s in x.shape)
+    return x - 1, f"{tag}:{n:03d}|{shape!r}|{x.dtype}", "{}/{:>5.2f}".format(tag, 2.5), "%s-%d" % (tag, n)
+
+
+STRINGS = [
+    Case("s_join_iterables", s_join_iterables, x1, 1, 1),
+    Case("s_join_errors", s_join_errors, x1, 1, 1),
+    Case("s_format_values", s_format_values, lambda r: I(r.randn(3, 4), "layer"), 1, 1),
+]
+
+
+@parametrize(STRINGS)
+def test_strings(case):
+    run_case(case)
+
+
+def s_format_position(x, n):
+    return x * n, f"step {n:04d}"
+
+
+def test_a_formatted_symbolic_int_is_guarded():
+    """Formatting needs the int's value: the symbol is specialised there (a guard), so each
+    value has its entry, and every string is eager's."""
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(s_format_position, backend=counter)
+    for n in (3, 4, 5, 4):
+        x = torch.randn(3)
+        assert_same(s_format_position(x, n), compiled(x, n), Rules(), f"n = {n}")
+    assert kiln.metrics.recompiles == 2        # 3, then 4 (symbolic from here, specialised by the f-string), 5
+
+
+# -- a method of a frame-built container on the stack at a break ---------------------------------
+def _append_at_break(x):
+    out = []
+    out.append(x + 1)
+    out.append(x.tolist())                # tolist breaks with out.append on the stack
+    d = {}
+    d.update(a=x.tolist())
+    return out, d, x * 2, "".join(["a", str(len(out))])
+
+
+def test_a_containers_method_is_rebuilt_at_a_break():
+    """It used to make the whole frame run eagerly ("Kiln cannot rebuild list.append after
+    the graph", with no location): now the break is at the call, and the graphs around it
+    stay compiled."""
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(_append_at_break, backend=counter)
+    for seed in range(2):
+        x = Rand(seed).randn(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", KilnWarning)
+            assert_same(_append_at_break(x.clone()), compiled(x.clone()), Rules(), "result")
+    assert counter.frame_count == 2
+    assert all("tolist" in str(b) and "test_python_breadth_iii.py" in str(b) for b in kiln.metrics.breaks)

@@ -22,7 +22,7 @@ from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import realize, wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
 from .container_subclasses import container_base, subclass_instance
-from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue, key_of
+from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue, key_of, type_attribute
 from .contexts import wrap_autocast_exit, wrap_grad_mode_exit
 from .deques import DequeValue
 from .exceptions import ExceptionValue
@@ -208,6 +208,21 @@ def _wrap_tensor_method(tx, obj, source, guards):
     return TensorMethodValue(self_v, obj.__name__)
 
 
+def _is_container_method(obj) -> bool:
+    return isinstance(obj, types.BuiltinMethodType) and type(getattr(obj, "__self__", None)) in (list, dict) \
+        and hasattr(type(obj.__self__), obj.__name__)
+
+
+def _wrap_container_method(tx, obj, source, guards):
+    # ``out.append`` on the stack at a graph break, handed to the continuation: the
+    # container's own method (a new object on every call), guarded by name
+    if guards is not None:
+        guards.type_is(source, obj)
+        guards.constant(AttrSource(source, "__name__"), obj.__name__)
+    self_v = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
+    return type_attribute(tx, self_v, obj.__name__)
+
+
 _C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                      types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)
 
@@ -271,6 +286,7 @@ _BY_KIND = [
      _by_identity("function", lambda tx, obj, source: tx.state.remember(
          obj, CachedFunctionValue(obj, source, realize)))),
     (_is_tensor_method, _wrap_tensor_method),
+    (_is_container_method, _wrap_container_method),
     (_is_c_callable, _by_identity("function", wrap_c_callable)),
     (lambda obj: isinstance(obj, types.ModuleType),
      _by_identity("module", lambda tx, obj, source: PythonModuleValue(obj, source))),

@@ -509,6 +509,13 @@ class BoundContainerMethod(Value):
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def contents(self):
+        return [self.obj]
+
+    def reconstruct(self, cg):
+        # on the stack at a break (``out.append(x.tolist())``): the method of the rebuilt object
+        return f"{cg.expr(self.obj)}.{self.name}"
+
 
 def _equal(tx, a: Value, b: Value) -> bool:
     """``a is b or bool(a == b)``, the test list.index / count / remove / ``in`` apply."""
