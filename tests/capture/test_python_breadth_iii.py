@@ -7,6 +7,7 @@ failing checks raise eager's exception under eager, aot_eager and inductor."""
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import warnings
 
@@ -435,3 +436,96 @@ def test_a_containers_method_is_rebuilt_at_a_break():
             assert_same(_append_at_break(x.clone()), compiled(x.clone()), Rules(), "result")
     assert counter.frame_count == 2
     assert all("tolist" in str(b) and "test_python_breadth_iii.py" in str(b) for b in kiln.metrics.breaks)
+
+
+# -- functions made in the frame: attribute writes, functools.wraps ------------------------------
+def _helper(a: int) -> int:
+    "doc of the helper"
+    return a * 3
+
+
+_helper.flag = 1
+
+
+def fn_wraps_inner(x):
+    def inner(a):
+        return a + 1
+
+    @functools.wraps(inner)
+    def outer(a):
+        return inner(a) * 2
+
+    outer.tag = 3
+    return outer(x), outer.__name__, outer.__qualname__, outer.tag, outer.__wrapped__ is inner
+
+
+def fn_wraps_global(x):
+    @functools.wraps(_helper)
+    def w(a):
+        return _helper(a) + 1
+    return w(x), w.__name__, w.__doc__, w.flag, w.__annotations__ is _helper.__annotations__
+
+
+def fn_attribute_counter(x):
+    def f(a):
+        return a + f.k
+    f.k = 2
+    f.k += 1
+    f.__doc__ = "changed"
+    return f(x), f.__dict__, "k" in f.__dict__, getattr(f, "missing", None)
+
+
+def fn_annotations(x):
+    def g(a: int, b: "x" = 2) -> str:
+        return a
+    return x + 1, g.__annotations__, g.__annotations__ is g.__annotations__
+
+
+def fn_bad_name(x):
+    def g():
+        return 1
+    try:
+        g.__name__ = 3
+    except TypeError as e:
+        return x * 2, str(e)
+
+
+FUNCTIONS = [
+    Case("fn_wraps_inner", fn_wraps_inner, x1, 1, 2),
+    Case("fn_wraps_global", fn_wraps_global, x1, 1, 2),
+    Case("fn_attribute_counter", fn_attribute_counter, x1, 1, 1),
+    Case("fn_annotations", fn_annotations, x1, 1, 1),
+    Case("fn_bad_name", fn_bad_name, x1, 1, 1),
+]
+
+
+@parametrize(FUNCTIONS)
+def test_functions_made_in_the_frame(case):
+    run_case(case)
+
+
+def _escaping_functions(x):
+    @functools.wraps(_helper)
+    def w(a):
+        return _helper(a) + 1
+
+    def f(a):
+        return a + f.k
+    f.k = 2
+    f.__doc__ = "set in the frame"
+    return x + 1, w, f
+
+
+def test_functions_leaving_the_frame_keep_their_attributes():
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(_escaping_functions, backend=counter, fullgraph=True)
+    x = torch.randn(3)
+    _, w0, f0 = _escaping_functions(x)
+    _, w1, f1 = compiled(x)
+    assert counter.frame_count == 1
+    for a, b in ((w0, w1), (f0, f1)):
+        assert (a.__name__, a.__qualname__, a.__doc__, a.__module__) == (b.__name__, b.__qualname__, b.__doc__, b.__module__)
+        assert a.__dict__.keys() == b.__dict__.keys()
+        assert torch.equal(a(x), b(x))
+    assert w1.__wrapped__ is _helper and w1.__annotations__ is _helper.__annotations__
