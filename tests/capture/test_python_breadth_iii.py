@@ -529,3 +529,74 @@ def test_functions_leaving_the_frame_keep_their_attributes():
         assert a.__dict__.keys() == b.__dict__.keys()
         assert torch.equal(a(x), b(x))
     assert w1.__wrapped__ is _helper and w1.__annotations__ is _helper.__annotations__
+
+
+# -- user subclasses of tuple / list / dict with their own __new__ / __init__ ---------------------
+class Pair2(tuple):
+    def __new__(cls, a, b):
+        return super().__new__(cls, (a, b))
+
+    def total(self):
+        return self[0] + self[1]
+
+
+class Plain3(tuple):
+    def first(self):
+        return self[0]
+
+
+class Range2(list):
+    def __init__(self, n, scale=1):
+        super().__init__(v * scale for v in range(n))
+        self.n = n
+
+    def scaled(self, k):
+        return [k * v for v in self]
+
+
+class Config2(dict):
+    def __init__(self, base=None, **kw):
+        super().__init__(base or {}, **kw)
+        self.extra = len(self)
+
+
+def cs_tuple(x):
+    t = Pair2(x, x * 2)
+    u = Plain3([x, 1])
+    a, b = t
+    return t.total(), len(t), t, u.first(), u, isinstance(t, tuple), a - b, t[1:]
+
+
+def cs_list(x):
+    r = Range2(3, scale=2)
+    r.append(5)
+    r.n += 1
+    return x * sum(r), r.n, r, r.scaled(x), len(r)
+
+
+def cs_dict(x):
+    d = Config2({"a": x}, b=2)
+    d["c"] = 3
+    return d["a"] + d.extra, d, sorted(d), d.get("b")
+
+
+SUBCLASSES = [
+    Case("cs_tuple", cs_tuple, x1, 1, 3),
+    Case("cs_list", cs_list, x1, 1, 5),
+    Case("cs_dict", cs_dict, x1, 1, 1),
+]
+
+
+@parametrize(SUBCLASSES)
+def test_container_subclasses_with_their_own_constructors(case):
+    run_case(case)
+
+
+def test_escaping_container_subclasses_keep_type_items_and_attributes():
+    kiln.reset()
+    compiled = kiln.compile(cs_list, backend=CompileCounter(), fullgraph=True)
+    eager, ours = cs_list(torch.ones(2)), compiled(torch.ones(2))
+    assert type(ours[2]) is Range2 and list(ours[2]) == list(eager[2]) and ours[2].__dict__ == eager[2].__dict__
+    compiled = kiln.compile(cs_dict, backend=CompileCounter(), fullgraph=True)
+    eager, ours = cs_dict(torch.ones(2)), compiled(torch.ones(2))
+    assert type(ours[1]) is Config2 and ours[1].keys() == eager[1].keys() and ours[1].__dict__ == eager[1].__dict__

@@ -26,6 +26,7 @@ from .exceptions import ExceptionValue
 from .introspection import INTROSPECTION, real_classes
 from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
 from .shared_iterators import SHARED_ITERTOOLS
+from .container_subclasses import tuple_new
 from .operator_objects import OPERATOR_OBJECTS
 from .sets import make as make_set
 from .weakrefs import WEAKREFS
@@ -513,6 +514,15 @@ BUILTINS: dict = {
 BUILTINS.update(INTROSPECTION)
 BUILTINS.update(ITERTOOLS)
 BUILTINS.update(SHARED_ITERTOOLS)
+
+
+def _tuple_new(tx, args, kwargs):
+    if not args or not isinstance(args[0], ClassValue) or kwargs:
+        raise Unsupported("tuple.__new__ with these arguments")
+    return tuple_new(tx, args[0].obj, list(args[1:]))
+
+
+BUILTINS[tuple.__new__] = _tuple_new
 BUILTINS.update(OPERATOR_OBJECTS)
 BUILTINS.update(DEQUES)
 BUILTINS.update(WEAKREFS)
