@@ -600,3 +600,45 @@ def test_escaping_container_subclasses_keep_type_items_and_attributes():
     compiled = kiln.compile(cs_dict, backend=CompileCounter(), fullgraph=True)
     eager, ours = cs_dict(torch.ones(2)), compiled(torch.ones(2))
     assert type(ours[1]) is Config2 and ours[1].keys() == eager[1].keys() and ours[1].__dict__ == eager[1].__dict__
+
+
+# -- lazy modules: initialised on their first call, inside the trace -------------------------------
+class _LazyNet(torch.nn.Module):
+    def __init__(self, noise_first: bool):
+        super().__init__()
+        self.fc = torch.nn.LazyLinear(3)
+        self.norm = torch.nn.LazyBatchNorm1d()
+        self.noise_first = noise_first
+
+    def forward(self, x):
+        if self.noise_first:
+            x = x + torch.rand_like(x)           # a draw before the initialisation's own
+        return self.norm(torch.relu(self.fc(x * 2))) + torch.rand(3)
+
+
+def _run_lazy(compiled: bool, noise_first: bool, fullgraph: bool):
+    torch.manual_seed(0)
+    net = _LazyNet(noise_first)
+    counter = CompileCounter()
+    step = kiln.compile(net, backend=counter, fullgraph=fullgraph) if compiled else net
+    outs = [step(torch.randn(4, 5)) for _ in range(3)]
+    return outs, {k: v.detach().clone() for k, v in net.state_dict().items()}, type(net.fc), counter.frame_count
+
+
+@pytest.mark.parametrize("noise_first,fullgraph,graphs", [(False, True, 2), (True, False, 3)],
+                         ids=["initialised_in_the_graph", "after_a_draw_a_break"])
+def test_lazy_modules_initialise_on_their_first_call(noise_first, fullgraph, graphs):
+    """The first call initialises the parameters at trace time from the arguments' shapes,
+    drawing from the generator where eager's pre-hook does, then traces the initialised
+    module: one graph (fullgraph=True), and one recompile when the class has become
+    ``Linear``, as under torch.compile (was: a break in the first call).  After a random
+    draw in the graph the initialisation would come too early: it runs as Python (a break),
+    with eager's numbers."""
+    kiln.reset()
+    eager = _run_lazy(False, noise_first, False)
+    ours = _run_lazy(True, noise_first, fullgraph)
+    for e, o in zip(eager[0], ours[0]):
+        assert torch.equal(e, o)
+    assert eager[1].keys() == ours[1].keys() and all(torch.equal(eager[1][k], ours[1][k]) for k in eager[1])
+    assert eager[2] is ours[2] is torch.nn.Linear
+    assert ours[3] == graphs
