@@ -96,7 +96,24 @@ def rc_caught(x):
     return out
 
 
+# an ``assert`` (written outside pytest's assertion rewriting, which changes its message)
+_ASSERT_SOURCE = """
+def rc_assert(x):
+    assert (x > 0).all(), "inputs must be positive"
+    return x.log()
+"""
+exec(compile(_ASSERT_SOURCE, f"{__file__}:rc_assert", "exec"), globals())
+
+
+def rc_float_condition(x):
+    if x.sum() - x.sum():                 # a one-element float: Python's truth is "non-zero"
+        raise ArithmeticError("not finite")
+    return x / 2
+
+
 CHECKS = [
+    Case("rc_assert", rc_assert, pos, 1, 4),
+    Case("rc_float_condition", rc_float_condition, pos, 1, 6),
     Case("rc_any_raises", rc_any_raises, pos, 1, 5),
     Case("rc_not_all_raises", rc_not_all_raises, pos, 1, 5),
     Case("rc_else_raises", rc_else_raises, pos, 1, 4),
@@ -130,6 +147,8 @@ def rc_mutation_first(x):
 
 FAILING = [   # (program, inputs that pass, inputs that fail, graphs for the passing call)
     (rc_any_raises, lambda: (torch.rand(3),), lambda: (-torch.rand(3),), 1),
+    (rc_assert, lambda: (torch.rand(3) + 0.1,), lambda: (torch.zeros(3),), 1),
+    (rc_float_condition, lambda: (torch.ones(3),), lambda: (torch.tensor([1.0, float("inf"), 1.0]),), 1),
     (rc_item_number, lambda: (torch.rand(3, 4) + 0.2,), lambda: (torch.zeros(3, 4),), 1),
     (rc_normal, lambda: (torch.zeros(4), torch.ones(4), torch.randn(4)),
      lambda: (torch.zeros(4), -torch.ones(4), torch.randn(4)), 1),
