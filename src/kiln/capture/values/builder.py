@@ -21,7 +21,7 @@ from ..sources import AttrSource, ConstSource, DictKeysSource, DictValuesSource,
 from .base import ConstantValue, Value, const, to_python
 from .builtins import BUILTINS
 from .callables import realize, wrap_c_callable, wrap_class, wrap_python_function, wrap_special_object
-from .container_subclasses import construct_with_init, container_base, own_constructor, subclass_instance, tuple_new
+from .container_subclasses import construct_container_subclass
 from .containers import DictValue, ListValue, NamedTupleValue, SetValue, TupleValue, key_of, type_attribute
 from .contexts import wrap_autocast_exit, wrap_grad_mode_exit
 from .deques import DequeValue
@@ -542,17 +542,9 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
         tx.state.replayed[id(instance)] = v
         tx.state.keepalive.append(instance)
         return v
-    if container_base(cls, (tuple,)) is not None:
-        if own_constructor(cls, "__new__"):     # type.__call__: its own __new__; tuple has no __init__
-            return wrap(tx, cls.__new__, None).call(tx, [cls_value, *args], kwargs)
-        if kwargs or len(args) > 1:
-            raise Unsupported(f"{cls.__name__}() with these arguments")
-        return tuple_new(tx, cls, list(args))
-    base = container_base(cls)
-    if base is not None:
-        if own_constructor(cls, "__init__"):
-            return construct_with_init(tx, cls, wrap(tx, cls.__init__, None), list(args), dict(kwargs))
-        return subclass_instance(BUILTINS[base](tx, list(args), dict(kwargs)), cls)
+    made = construct_container_subclass(tx, cls_value, list(args), dict(kwargs), BUILTINS)
+    if made is not None:
+        return made
     if cls in (collections.OrderedDict, collections.defaultdict):
         return _construct_dict(tx, cls, list(args), kwargs)
     if cls is functools.partial:

@@ -186,6 +186,24 @@ def construct_with_init(tx, cls, init_value, args, kwargs):
     return obj
 
 
+def construct_container_subclass(tx, cls_value, args: list, kwargs: dict, base_constructors: dict):
+    """``cls(*args, **kwargs)`` for a subclass of tuple/list/dict/set modelled here (None:
+    not one): its own ``__new__`` / ``__init__`` traced, else the base's constructor."""
+    cls = cls_value.obj
+    if container_base(cls, (tuple,)) is not None:
+        if own_constructor(cls, "__new__"):     # type.__call__: its own __new__; tuple has no __init__
+            return tx.wrap(cls.__new__, None).call(tx, [cls_value, *args], kwargs)
+        if kwargs or len(args) > 1:
+            raise Unsupported(f"{cls.__name__}() with these arguments")
+        return tuple_new(tx, cls, args)
+    base = container_base(cls)
+    if base is None:
+        return None
+    if own_constructor(cls, "__init__"):
+        return construct_with_init(tx, cls, tx.wrap(cls.__init__, None), args, kwargs)
+    return subclass_instance(base_constructors[base](tx, args, kwargs), cls)
+
+
 def subclass_instance(base_value, cls):
     """The Value for ``cls(...)``, given what ``base(...)`` made from the same arguments."""
     if isinstance(base_value, DictValue):
