@@ -145,6 +145,13 @@ def rc_mutation_first(x):
     return x.sqrt()
 
 
+def rc_random_first(x):
+    y = x + torch.rand(3)                # a draw before the check: the re-run draws it again, once
+    if (y < 0).any():
+        raise ValueError("negative after the noise")
+    return y, torch.rand(2)
+
+
 FAILING = [   # (program, inputs that pass, inputs that fail, graphs for the passing call)
     (rc_any_raises, lambda: (torch.rand(3),), lambda: (-torch.rand(3),), 1),
     (rc_assert, lambda: (torch.rand(3) + 0.1,), lambda: (torch.zeros(3),), 1),
@@ -156,6 +163,7 @@ FAILING = [   # (program, inputs that pass, inputs that fail, graphs for the pas
     (rc_caught, lambda: (torch.ones(3),), lambda: (torch.full((3,), float("nan")),), 1),
     (rc_side_effect_first, lambda: (torch.rand(3), []), lambda: (-torch.rand(3), []), 1),
     (rc_mutation_first, lambda: (torch.rand(3),), lambda: (-torch.ones(3) * 2,), 2),
+    (rc_random_first, lambda: (torch.ones(3),), lambda: (-torch.ones(3) * 2,), 1),
 ]
 
 
@@ -178,10 +186,14 @@ def test_failing_check_raises_eagers_exception(program, good, bad, graphs, backe
     for make in (good, bad, good):
         args = make()
         eager_args, compiled_args = copy.deepcopy(args), copy.deepcopy(args)
+        torch.manual_seed(7)
         expected = _outcome(program, eager_args)
+        expected_next = torch.rand(1)            # where eager left the generator
+        torch.manual_seed(7)
         with warnings.catch_warnings():
             warnings.simplefilter("error", BackendFallbackWarning)   # a failed check is no backend's fault
             actual = _outcome(compiled, compiled_args)
+        assert torch.equal(torch.rand(1), expected_next), "the generator moved differently from eager's"
         assert expected[0] == actual[0]
         if expected[0] == "raise":
             assert actual[1] == expected[1]
