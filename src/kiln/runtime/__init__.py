@@ -36,6 +36,7 @@ from .contexts import (  # noqa: F401
 )
 from .fallback import (  # noqa: F401
     BackendFallbackWarning,
+    CHECK_FAILED,
     GraphCall,
     InputSnapshot,
     RngSnapshot,
@@ -46,7 +47,7 @@ from .fallback import (  # noqa: F401
 )
 from .guard_plan import make_guard  # noqa: F401
 from .iterators import REBUILDERS, SEQUENCE_ITERATORS, advanced, remaining_items  # noqa: F401
-from .objects import rebuild_exception, replay_set  # noqa: F401
+from .objects import container_subclass, rebuild_exception, replay_set  # noqa: F401
 from .outputs import (  # noqa: F401
     gradients_through_reached_outputs,
     named_like_eager,

@@ -53,6 +53,20 @@ from ..events import event
 from ..exc import BackendError
 
 
+#: how a run-time check in a graph says it failed (``capture/semantics/runtime_checks.py``): the
+#: trace assumed a branch on tensor data went one way; a failure is no backend's fault
+CHECK_FAILED = "kiln runtime check failed"
+
+
+def is_failed_check(error: BaseException) -> bool:
+    """Whether ``error`` is a graph's run-time check failing (Kiln's own ``_assert_async``, or
+    the ``_assert_scalar`` of a fact the ShapeEnv was told about data-dependent numbers):
+    the frame's Python run then gives the answer, whether it raises or not, with no warning."""
+    text = str(error)
+    return isinstance(error, RuntimeError) and (text.startswith(CHECK_FAILED)
+                                                or text.startswith("Runtime assertion failed for expression"))
+
+
 class BackendFallbackWarning(UserWarning):
     """A backend failed on a graph and Kiln ran that graph eagerly instead."""
 
@@ -139,7 +153,7 @@ class GraphCall:
                     f"{self._where} failed on its first call after changing input(s) {changed} in place, "
                     f"so Kiln cannot re-run the graph eagerly without applying that change twice: "
                     f"{describe(e)}") from e
-            if config.raise_on_backend_error:
+            if config.raise_on_backend_error and not is_failed_check(e):
                 raise BackendError(f"{self._where} failed on its first call: {describe(e)}") from e
             self._failed_first = e
             raise
@@ -151,7 +165,8 @@ class GraphCall:
         frame), after putting back grad mode and the generators if given.  An error of the
         first call that Python does not raise is the backend's: it warns naming the backend
         and the graph runs eagerly from then on; one that Python raises too is the user's."""
-        if error is not self._failed_first:
+        if error is not self._failed_first or is_failed_check(error):
+            self._failed_first = None
             return run_frame_as_python(error, grad_mode, rng, rerun)
         self._failed_first = None
         _put_back(grad_mode, rng)
@@ -211,6 +226,8 @@ def run_frame_as_python(error: Exception, grad_mode: bool, rng: RngSnapshot | No
         raise error       # the failure policy chose to raise (config.raise_on_backend_error)
     _put_back(grad_mode, rng)
     result = call()        # raises eager's error, with eager's side effects before it
+    if is_failed_check(error):
+        return result      # the branch the check guarded went the other way, and an except caught it
     message = (f"kiln: a compiled graph raised {type(error).__name__}: {error}, but the frame ran as "
                f"Python without error; its result is eager's")
     if config.raise_on_backend_error:

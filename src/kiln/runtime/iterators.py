@@ -73,6 +73,10 @@ def _keep(x):
     return True
 
 
+def _drop(x):
+    return False
+
+
 def _as_zip(items):
     return zip(*zip(*items)) if items else zip()
 
@@ -108,6 +112,7 @@ def _identity(x):
 # (the same type as eager's).
 REBUILDERS = {
     map: lambda items: map(_identity, items), filter: lambda items: filter(_keep, items),
+    itertools.filterfalse: lambda items: itertools.filterfalse(_drop, items),
     zip: _as_zip, enumerate: _as_enumerate,
     itertools.chain: lambda items: itertools.chain(items),
     itertools.compress: lambda items: itertools.compress(items, itertools.repeat(True)),

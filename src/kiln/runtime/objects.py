@@ -43,3 +43,18 @@ def replay_set(recipe, inputs=()):
     for name, args in steps:
         getattr(s, name)(*[arg(a) for a in args])
     return s
+
+
+def container_subclass(cls, items, attrs):
+    """An instance of a user subclass of tuple/list/dict/set made in a frame, rebuilt with
+    its base's own constructor (the subclass's ``__new__``/``__init__`` already ran while
+    tracing, and may take other arguments) and then its instance attributes."""
+    if issubclass(cls, tuple):
+        obj = tuple.__new__(cls, items)
+    else:
+        base = next(b for b in (list, dict, set) if issubclass(cls, b))
+        obj = base.__new__(cls)
+        (list.extend if base is list else base.update)(obj, items)
+    if attrs:
+        obj.__dict__.update(attrs)
+    return obj

@@ -317,6 +317,10 @@ class Codegen:
             items = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.kwdefaults.items())
             self.lines.append(f"{name}.__kwdefaults__ = {{{items}}}")
         self.lines.append(f"{name}.__qualname__ = {v.qualname!r}")
+        for attr, value in (v.special or {}).items():     # what the frame set on it, in order
+            self.lines.append(f"{name}.{attr} = {self.expr(value)}")
+        if v.attr_dict is not None and v.attr_dict.items:
+            self.lines.append(f"{name}.__dict__.update({self.expr(v.attr_dict)})")
         return name
 
     def realias_outputs(self, fakes: list, listed: bool = False):

@@ -363,6 +363,9 @@ class BoundContainerMethod(Value):
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def contents(self):
+        return [self.obj]
+
     def reconstruct(self, cg):
         # on the stack at a graph break (``s.pop`` loaded, not yet called): the method of
         # the object itself, which the glue rebuilds or reads from where it came from
@@ -471,12 +474,27 @@ class ConstantMethodValue(Value):
     def describe(self):
         return f"{type(self.owner.value).__name__}.{self.name}"
 
+    def contents(self):
+        return [self.owner]
+
+    def reconstruct(self, cg):
+        return f"{cg.expr(self.owner)}.{self.name}"     # the method of the constant, as at a break
+
     def call(self, tx, args, kwargs):
         try:
             real_args = [to_python(a, tx) for a in args]
             real_kwargs = {k: to_python(v, tx) for k, v in kwargs.items()}
         except Unsupported:
-            raise Unsupported(f"{self.describe()}() with arguments that are not constants")
+            if not (self.name == "join" and isinstance(self.owner.value, (str, bytes)) and len(args) == 1
+                    and not kwargs):
+                raise Unsupported(f"{self.describe()}() with arguments that are not constants")
+            # ``sep.join(iterable)`` takes any iterable (a generator, a map, a dict view):
+            # its items are taken as ``join`` takes them, and must be constants themselves
+            try:
+                real_args = [[to_python(i, tx) for i in args[0].unpack(tx)]]
+            except Unsupported:
+                raise Unsupported(f"{self.describe()}() of items that are not constants") from None
+            real_kwargs = {}
         try:
             result = self.bound(*real_args, **real_kwargs)
         except Exception as e:

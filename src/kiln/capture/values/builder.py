@@ -78,7 +78,9 @@ def wrap(tx, obj, source) -> Value:
 
 def _wrap_int(tx, obj, source, guards):
     state = tx.state
-    if obj not in (0, 1) and isinstance(source, LocalSource) and state.shapes.int_is_dynamic(source.describe(), obj):
+    # every value is remembered (0 and 1 too), so a position 0, 1, 2, ... is seen to vary
+    # at 1 and is symbolic from 2 on; 0 and 1 themselves stay constants, as sizes do
+    if isinstance(source, LocalSource) and state.shapes.int_is_dynamic(source.describe(), obj) and obj not in (0, 1):
         guards.type_is(source, obj)
         node, sym = state.builder.add_symint_input(obj, source, source.describe())
         v = SymNodeValue(node, sym)

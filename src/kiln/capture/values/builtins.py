@@ -25,6 +25,8 @@ from .deques import DEQUES
 from .exceptions import ExceptionValue
 from .introspection import INTROSPECTION, real_classes
 from .iterators import ITERTOOLS, AdaptorValue, IteratorValue, as_iterator, iterator_type
+from .shared_iterators import SHARED_ITERTOOLS
+from .container_subclasses import tuple_new
 from .operator_objects import OPERATOR_OBJECTS
 from .sets import make as make_set
 from .weakrefs import WEAKREFS
@@ -166,7 +168,8 @@ def _reversed(tx, args, kwargs):
         and not issubclass(cls, dict)
     if owner is None and not sequence or owner is not None and raw is None:   # ``__reversed__ = None``
         raise_python(TypeError, f"'{type_name(cls)}' object is not reversible")
-    if not all(k.__module__ in ("builtins", "collections") for k in cls.__mro__):
+    # torch.Size's own __getitem__ gives a tuple's items for int indices, so its reversal is a tuple's
+    if cls is not torch.Size and not all(k.__module__ in ("builtins", "collections") for k in cls.__mro__):
         raise Unsupported(f"reversed() of a {cls.__name__} object (its class's own protocol)")
     return IteratorValue(list(reversed(_iter_items(tx, t))), iterator_type(reversed, t))
 
@@ -522,6 +525,16 @@ BUILTINS: dict = {
 }
 BUILTINS.update(INTROSPECTION)
 BUILTINS.update(ITERTOOLS)
+BUILTINS.update(SHARED_ITERTOOLS)
+
+
+def _tuple_new(tx, args, kwargs):
+    if not args or not isinstance(args[0], ClassValue) or kwargs:
+        raise Unsupported("tuple.__new__ with these arguments")
+    return tuple_new(tx, args[0].obj, list(args[1:]))
+
+
+BUILTINS[tuple.__new__] = _tuple_new
 BUILTINS.update(OPERATOR_OBJECTS)
 BUILTINS.update(DEQUES)
 BUILTINS.update(WEAKREFS)

@@ -14,7 +14,7 @@ import torch
 from ...exc import Unsupported
 from .base import ConstantValue, Value, to_python
 from .builtins import BUILTINS
-from .container_subclasses import container_base, subclass_instance
+from .container_subclasses import construct_container_subclass
 from .containers import DictValue, ListValue, NamedTupleValue, TupleValue
 from .exceptions import ExceptionValue
 from .functions import PartialValue
@@ -123,9 +123,9 @@ def construct(tx, cls_value: ClassValue, args: list, kwargs: dict) -> Value:
         tx.state.replayed[id(instance)] = v
         tx.state.keepalive.append(instance)
         return v
-    base = container_base(cls)
-    if base is not None:
-        return subclass_instance(BUILTINS[base](tx, list(args), dict(kwargs)), cls)
+    made = construct_container_subclass(tx, cls_value, list(args), dict(kwargs), BUILTINS)
+    if made is not None:
+        return made
     if cls in (collections.OrderedDict, collections.defaultdict):
         return _construct_dict(tx, cls, list(args), kwargs)
     if cls is functools.partial:

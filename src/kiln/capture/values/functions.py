@@ -15,7 +15,7 @@ import torch
 from ..basics import literal
 from ...exc import Unsupported
 from ..basics import AttrSource, ClosureSource, ItemSource
-from .base import AttributeMissing, ConstantValue, Value, const, is_literal
+from .base import AttributeMissing, ConstantValue, Value, const, is_literal, raise_python
 from .containers import DictValue, TupleValue
 
 
@@ -188,6 +188,8 @@ class UserFunctionValue(BaseFunctionValue):
             return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
             return tx.wrap(self.fn.__wrapped__, None)
+        if name in ("__dict__", "__annotations__"):     # read by functools.wraps
+            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
         if name not in self.fn.__dict__ and not hasattr(types.FunctionType, name):
             # missing, as in eager: guarded, since a later ``fn.attr = ...`` would add it
             if self.source is not None:
@@ -219,10 +221,56 @@ class NestedFunctionValue(BaseFunctionValue):
     def parts(self, tx):
         return self.code, self.fn_globals, list(self.defaults), dict(self.kwdefaults), list(self.closure)
 
+    # what the frame wrote on the function (``fn.tag = 3``, ``functools.wraps``): its
+    # ``__dict__`` as a dict Value (made when first needed), and the special names set
+    annotations = None        # MAKE_FUNCTION's annotations (a tuple of name, value pairs), if any
+    attr_dict = None
+    special = None
+
+    def _dict(self):
+        if self.attr_dict is None:
+            self.attr_dict = DictValue({})
+        return self.attr_dict
+
     def getattr(self, tx, name):
+        if self.special and name in self.special:
+            return self.special[name]
         if name in ("__name__", "__qualname__"):
             return const(self.qualname.rsplit(".", 1)[-1] if name == "__name__" else self.qualname)
+        if name == "__dict__":
+            return self._dict()
+        if self.attr_dict is not None and name in self.attr_dict.items:
+            return self.attr_dict.items[name]
+        if name == "__annotations__":
+            # made on first read and kept, as CPython does
+            pairs = self.annotations.unpack(tx) if self.annotations is not None else []
+            made = DictValue({k.as_constant(): v for k, v in zip(pairs[::2], pairs[1::2])})
+            self._store("__annotations__", made)
+            return made
         return super().getattr(tx, name)
+
+    def _store(self, name, value):
+        if self.special is None:
+            self.special = {}
+        self.special[name] = value
+
+    def setattr(self, tx, name, value):
+        if name in ("__name__", "__qualname__"):
+            if not (isinstance(value, ConstantValue) and isinstance(value.value, str)):
+                raise_python(TypeError, f"{name} must be set to a string object")
+            if name == "__qualname__":
+                self.qualname = value.value
+            else:
+                self._store(name, value)
+        elif name in ("__module__", "__doc__", "__annotations__", "__type_params__"):
+            self._store(name, value)
+        elif name == "__dict__" or name.startswith("__") and hasattr(types.FunctionType, name):
+            raise Unsupported(f"setting {name!r} on a function made in the frame")
+        else:
+            self._dict().items[name] = value   # a plain attribute lives in the function's __dict__
+
+    def contents(self):
+        return [*([self.attr_dict] if self.attr_dict is not None else []), *(self.special or {}).values()]
 
     def reconstruct(self, cg):
         return cg.nested_function(self)

@@ -272,10 +272,11 @@ class AdaptorValue(IteratorValue):
         if self.kind is itertools.starmap:
             row = self.sources[0].next(tx)
             return None if row is None else self.fn.call(tx, row.unpack(tx), {})
-        if self.kind is filter:
+        if self.kind in (filter, itertools.filterfalse):
+            wanted = self.kind is filter
             while (v := self.sources[0].next(tx)) is not None:
                 keep = v if self.fn is None else self.fn.call(tx, [v], {})
-                if keep.truth(tx):
+                if keep.truth(tx) is wanted:
                     return v
             return None
         row = []
@@ -302,7 +303,7 @@ class AdaptorValue(IteratorValue):
                                        f"{cg.expr(self.outer)}))")
         if self.kind is enumerate:
             args = [sources[0], repr(self.start + len(self.items))]
-        elif self.kind in (map, filter, itertools.starmap):
+        elif self.kind in (map, filter, itertools.filterfalse, itertools.starmap):
             args = [cg.expr(self.fn) if self.fn is not None else "None", *sources]
         else:
             args = sources
@@ -470,6 +471,12 @@ def _pairwise(tx, args, kwargs):
     return IteratorValue([TupleValue([a, b]) for a, b in zip(items, items[1:])], itertools.pairwise)
 
 
+def _filterfalse(tx, args, kwargs):
+    fn, src = args
+    return AdaptorValue(itertools.filterfalse, [as_iterator(tx, src)],
+                        None if isinstance(fn, ConstantValue) and fn.value is None else fn)
+
+
 def _starmap(tx, args, kwargs):
     fn, src = args
     return AdaptorValue(itertools.starmap, [as_iterator(tx, src)], fn)
@@ -483,4 +490,5 @@ ITERTOOLS = {
     itertools.permutations: _combinatoric(itertools.permutations), itertools.product: _product,
     itertools.compress: _compress, itertools.islice: _islice, itertools.zip_longest: _zip_longest,
     itertools.accumulate: _accumulate, itertools.pairwise: _pairwise, itertools.starmap: _starmap,
+    itertools.filterfalse: _filterfalse,
 }

@@ -11,11 +11,12 @@ for what keeps that sound.
 from __future__ import annotations
 
 import torch
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from ...exc import Unsupported
 from ..basics import param_source
 from .attributes import lookup_class_attr
-from .base import BoundContainerMethod, ItemsValue, const, raise_python
+from .base import BoundContainerMethod, ConstantValue, ItemsValue, const, raise_python
 from .iterators import IteratorValue
 from .objects import ObjectValue
 from .tensor import TensorValue
@@ -56,6 +57,8 @@ class ModuleValue(ObjectValue):
     def call(self, tx, args, kwargs):
         mod = self.obj
         g = torch.nn.modules.module
+        if isinstance(mod, LazyModuleMixin) and mod.has_uninitialized_params():
+            initialize_lazy_module(tx, mod, args, kwargs)
         if has_backward_hooks(mod):
             # they wrap the call's inputs and outputs in autograd nodes (BackwardHook) that
             # call Python during backward(): made in Python, around the module's call
@@ -230,3 +233,33 @@ def is_module_container(cls) -> bool:
     """ModuleList and Sequential (and subclasses that keep their constructor)."""
     return isinstance(cls, type) and any(issubclass(cls, c) and cls.__init__ is c.__init__
                                          for c in (torch.nn.ModuleList, torch.nn.Sequential))
+
+
+def initialize_lazy_module(tx, mod, args: list, kwargs: dict) -> None:
+    """A lazy module's first call (``nn.LazyLinear``) initialises it at trace time, as
+    its forward pre-hook would at that point in eager: ``_infer_parameters`` on the
+    fakes of the arguments gives the parameters their shapes (real tensors, drawn from
+    the global generator by ``reset_parameters``), removes the hook and turns the module
+    into its ``cls_to_become``.  The trace then goes on with the real parameters as graph
+    inputs; the next call finds the new class (a failing type guard: one recompile, as
+    under torch.compile).  Exact only where the draws come where eager's do: the graph so
+    far draws no random numbers (the frame runs after the trace), the arguments' shapes
+    are static, and it is not inside a higher-order operator's body; otherwise a break."""
+    state = tx.state
+    drew = any(n.meta.get("kiln_draws") for n in state.builder.graph.nodes)
+    fakes, fake_kwargs = [], {}
+    for where, v in [*((None, a) for a in args), *kwargs.items()]:
+        if isinstance(v, TensorValue) and not any(isinstance(d, torch.SymInt) for d in v.fake.shape):
+            real = v.fake
+        elif isinstance(v, ConstantValue):
+            real = v.value
+        else:
+            raise Unsupported(f"initialising the lazy module {type(mod).__name__} from {v.describe()}")
+        if where is None:
+            fakes.append(real)
+        else:
+            fake_kwargs[where] = real
+    if drew or state.side_effects.in_hop:
+        raise Unsupported(f"initialising the lazy module {type(mod).__name__} after random draws in the graph "
+                          f"(or inside a higher-order operator): it runs as Python")
+    mod._infer_parameters(mod, tuple(fakes), fake_kwargs)

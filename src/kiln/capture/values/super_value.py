@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...exc import Unsupported
 from .attributes import bind_class_attr
 from .base import AttributeMissing, Value, const
+from .container_subclasses import base_method
 from .objects import ClassValue
 
 
@@ -29,6 +30,9 @@ class SuperValue(Value):
                 raw = klass.__dict__[name]
                 if klass is object and name == "__init__":
                     return _NoOpInit()
+                modelled = base_method(self.obj, klass, name)
+                if modelled is not None:
+                    return modelled
                 bound = bind_class_attr(tx, klass, raw, self.obj, name)
                 if bound is not None:
                     return bound

@@ -12,7 +12,6 @@ import operator
 import numpy as np
 import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException
-from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ... import trace
 from ...exc import AutogradEngineCall, Unsupported
@@ -38,9 +37,8 @@ DATA_DEPENDENT = frozenset({
     "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr",
     "untyped_storage", "storage", "__array__", "__format__",
 })
-# Tensor methods a higher value kind answers (name -> fn(tx, tensor, args, kwargs) -> Value
-# or None to decline): ``numpy`` is registered by values/numpy_arrays.py, which imports
-# this module, so this one cannot import it.
+# Tensor methods a higher value kind answers (name -> fn(tx, tensor, args, kwargs) -> Value or
+# None to decline): ``numpy`` is registered by values/numpy_arrays.py, which imports this one.
 METHOD_HOOKS: dict = {}
 # Methods that cannot be put in a graph.
 UNSUPPORTED_METHODS = {
@@ -156,6 +154,10 @@ class TensorValue(Value):
         return out.unpack(tx)
 
     def getitem(self, tx, key):
+        if isinstance(key, SymNodeValue) and isinstance(key.fake, torch.SymInt) and self.fake.ndim:
+            # ``x[n]``, ``n`` symbolic: ``select`` keeps it so (indexing would specialise it); out
+            # of range fails in the graph and the frame's Python run raises eager's IndexError
+            return graph_call(tx, "call_method", "select", [self, const(0), key], {})
         return graph_call(tx, "call_function", operator.getitem, [self, key], {})
 
     def setitem(self, tx, key, value):

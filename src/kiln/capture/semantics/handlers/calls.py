@@ -67,11 +67,12 @@ def make_function(tx, ins):
         return
     flags = ins.arg
     closure = tx.pop().items if flags & 0x08 else []
-    if flags & 0x04:
-        tx.pop()  # annotations: not needed for tracing
+    annotations = tx.pop() if flags & 0x04 else None   # read only by ``fn.__annotations__``
     kwdefaults = tx.pop().items if flags & 0x02 else {}
     defaults = tx.pop().unpack(tx) if flags & 0x01 else []   # a constant tuple when all are constants
-    tx.push(NestedFunctionValue(code, tx.f_globals, code.co_qualname, defaults, kwdefaults, closure))
+    fn = NestedFunctionValue(code, tx.f_globals, code.co_qualname, defaults, kwdefaults, closure)
+    fn.annotations = annotations
+    tx.push(fn)
 
 
 def set_function_attribute(tx, ins):
@@ -85,7 +86,9 @@ def set_function_attribute(tx, ins):
         fn.kwdefaults = value.items
     elif ins.arg == 0x01:
         fn.defaults = value.unpack(tx)
-    elif ins.arg != 0x04:   # annotations: not needed for tracing
+    elif ins.arg == 0x04:
+        fn.annotations = value
+    else:
         raise Unsupported(f"SET_FUNCTION_ATTRIBUTE {ins.arg}")
     tx.push(fn)
 

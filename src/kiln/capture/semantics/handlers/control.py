@@ -5,6 +5,7 @@ from __future__ import annotations
 from ....exc import Unsupported
 from ...basics import loop_exit
 from ...values import as_iterator, ConstantValue, IteratorValue
+from ..runtime_checks import check_instead
 
 
 def jump(tx, ins):
@@ -14,7 +15,14 @@ def jump(tx, ins):
 def _pop_jump_if(truth: bool):
     def handler(tx, ins):
         v = tx.pop()
-        if v.truth(tx) is truth:
+        try:
+            taken = v.truth(tx) is truth
+        except Unsupported:
+            # a condition computed from tensor data: a run-time check when one side only raises
+            taken = check_instead(tx, ins, v, truth)
+            if taken is None:
+                raise
+        if taken:
             tx.jump(ins)
     return handler
 
