@@ -400,7 +400,8 @@ def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
     value = v.peek()
     if type(value) not in (int, float):
         return v
-    if not _given_to_frame(v.source) and not tx.state.shapes.number_varies(v.source.describe(), value):
+    given = _given_to_frame(v.source) and tx.state.shapes.frame_numbers_are_inputs
+    if not given and not tx.state.shapes.number_varies(v.source.describe(), value):
         return v
     if type(value) is int:
         dtype = torch.int64

@@ -1,0 +1,87 @@
+"""A frame captured whole, for a program that leaves Python (``kiln.export``).
+
+``compile_frame.capture`` builds a cache entry: a guard, a graph handed to a backend,
+and glue that keeps eager's behaviour around the graph (re-running the frame as Python
+when the graph raises, output fix-ups, Python side effects replayed).  A program that
+is exported has none of that around it: it is one graph, run by someone else.  So this
+module traces the frame with ``fullgraph`` (every problem is an ``Unsupported`` naming
+the user's line), refuses what an exported graph could not carry (Python side effects
+on objects outside the frame), and writes one plain function with the frame's own
+signature: it reads the graph's inputs through Kiln's sources, checks what the trace
+assumed about symbolic sizes (``torch._check``, so a tracer running the function records
+them as constraints), calls the graph once and rebuilds the return value as the glue
+would.  Running that function is running the captured graph and nothing else, which is
+what makes tracing it again with torch.export's non-strict mode sound.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..exc import Unsupported
+from .codegen import Codegen
+from .compile_frame import _check_marked_dims, _entry_name, _seal_graph, _trace
+from .graph_break import FrameCompiler
+from .dynamism import ShapePolicy
+
+
+@dataclass
+class WholeFrame:
+    """One frame as one graph: ``function(fn, *args, **kwargs)`` runs it (``fn`` is the
+    function traced; a method's ``self`` comes first among ``args``); ``gm`` the graph
+    (None when the frame computes nothing), ``source`` the function's text,
+    ``shape_checks`` the descriptions of what it checks of symbolic sizes."""
+    function: object
+    gm: object
+    source: str
+    shape_checks: list
+    op_count: int
+
+
+def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy) -> WholeFrame:
+    """Trace ``fn(*args, **kwargs)`` as one graph (``compiler.settings.fullgraph`` must
+    be set) and write the function that runs it.  Nothing is run on the real inputs."""
+    if not compiler.settings.fullgraph:
+        raise ValueError("capture_whole needs fullgraph settings")
+    result, _plan, state, tracer, final_grad = _trace(fn, args, kwargs, compiler, shapes)
+    builder = state.builder
+    _check_marked_dims(builder)
+    if not state.side_effects.is_empty():
+        raise Unsupported(f"the program changes Python state outside it ({_describe_effects(state.side_effects)}); "
+                          f"an exported program holds tensor computation only: keep such state in a buffer "
+                          f"(register_buffer) and change it in place").with_location(*tracer.location())
+    if final_grad != state._initial_grad_mode:
+        raise Unsupported("the program leaves grad mode switched (torch.set_grad_enabled without restoring it)")
+    name = _entry_name(fn.__code__)
+    graph, out_index = _seal_graph(state, [result], name)
+    cg = Codegen(state, out_index)
+    checks = []
+    for sources, check, description in builder.shape_guards():
+        text = check.replace("{v}", cg.source_expr(sources[0]))
+        for j, src in enumerate(sources[1:], 1):
+            text = text.replace(f"{{v{j}}}", cg.source_expr(src))
+        cg.lines.append(f"{cg.ref(torch._check)}({text})")
+        checks.append(description)
+    if graph.gm is not None:
+        inputs = ", ".join(cg.source_expr(s) for _, s, _ in graph.live)
+        cg.lines.append(f"___o = {cg.ref(graph.gm)}({inputs})")
+    cg.return_value(result)
+    generated = cg.entry_code(name, fn, [], dynamic=builder.is_dynamic)
+    glue = generated.load()["glue"]
+
+    def function(*a, **kw):
+        return glue(None, *a, **kw)
+
+    return WholeFrame(function, graph.gm, generated.glue_source, checks, graph.op_count)
+
+
+def _describe_effects(se) -> str:
+    """What the side effects write, in the user's terms (a few of them)."""
+    what = [f"attribute {name!r} of {getattr(target, 'describe', lambda: '?')()}"
+            for target, name, _ in se.replayed_attr_writes()]
+    what += [f"global {name!r}" for _, name, _ in se.global_writes.values()]
+    what += ["a closure variable"] * bool(se.cell_writes)
+    what += [c.describe() for c in se.mutated_containers.values()]
+    what += [f"a call to {fn.describe()}" for fn, _ in se.calls]
+    return ", ".join(what[:4]) + (", ..." if len(what) > 4 else "")
