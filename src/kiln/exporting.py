@@ -30,7 +30,7 @@ import torch
 from .api import Compiler, original_module
 from .capture.whole_frame import capture_whole
 from .compile_settings import CompileSettings
-from .exc import Unsupported
+from .exc import ConstraintViolation, Unsupported
 from .export_shapes import export_shapes
 
 
@@ -63,7 +63,14 @@ def export(f, args, kwargs=None, *, dynamic_shapes=None, strict=True) -> torch.e
                       stacklevel=2)
         return torch.export.export(_as_module(f), args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     root = _root_module(self_arg, fn, whole, signature_of)
-    return torch.export.export(root, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    try:
+        return torch.export.export(root, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    except Exception as e:
+        if whole.shape_checks and "onstraints violated" in str(e):
+            assumed = "\n".join(f"  {c}" for c in whole.shape_checks)
+            raise ConstraintViolation(f"dynamic_shapes allows sizes the program does not handle alike; "
+                                      f"Kiln's capture assumed:\n{assumed}\ntorch.export says: {e}") from e
+        raise
 
 
 def _frame_of(f):

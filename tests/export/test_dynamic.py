@@ -1,0 +1,75 @@
+"""kiln.export with dynamic_shapes: the Dims become range_constraints, other sizes in
+range give eager's results, a size outside a range raises a clear error, and a range
+wider than what the traced Python handles alike is refused naming the line."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.export import Dim
+
+import kiln
+from tests.export.harness import check_export
+
+
+class Mixer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        y = self.lin(x).view(b * t, c)
+        if t > 4:                       # a branch on a size: valid for T's whole range
+            y = y * 2
+        return y.reshape(b, t, c).sum(1)
+
+
+def test_dims_become_range_constraints_and_other_sizes_work():
+    B, T = Dim("B", min=2, max=16), Dim("T", min=5, max=32)
+    ep = check_export(Mixer(), (torch.randn(3, 6, 8),), dynamic_shapes={"x": {0: B, 1: T}},
+                      others=[(torch.randn(5, 9, 8),), (torch.randn(16, 32, 8),), (torch.randn(2, 5, 8),)], ops=8)
+    ranges = sorted((int(r.lower), int(r.upper)) for r in ep.range_constraints.values())
+    assert ranges == [(2, 16), (5, 32)]
+
+
+def test_size_outside_the_range_raises():
+    ep = kiln.export(Mixer(), (torch.randn(3, 6, 8),),
+                     dynamic_shapes={"x": {0: Dim("B", min=2, max=16), 1: Dim("T", min=5, max=32)}})
+    with pytest.raises(Exception, match=r"x.size\(\)\[1\] <= 32"):
+        ep.module()(torch.randn(3, 40, 8))
+    with pytest.raises(Exception, match=r"x.size\(\)\[2\] == 8|Expected input"):
+        ep.module()(torch.randn(3, 6, 9))
+
+
+def test_range_wider_than_the_branch_is_refused_naming_the_line():
+    with pytest.raises(kiln.exc.ConstraintViolation, match=r"(?s)assumed.*test_dynamic.py:\d+.*T2"):
+        kiln.export(Mixer(), (torch.randn(3, 6, 8),),
+                    dynamic_shapes={"x": {0: Dim("B"), 1: Dim("T2", min=2, max=32)}})
+
+
+def test_named_dim_specialised_by_the_program_names_the_line():
+    def f(x):
+        n = int(x.shape[0])          # makes the size a constant
+        return x.reshape(n, -1) * n
+
+    with pytest.raises(kiln.KilnError, match=r"test_dynamic.py:\d+"):
+        kiln.export(f, (torch.randn(4, 3),), dynamic_shapes=({0: Dim("n")},))
+
+
+def test_auto_and_tuple_form_and_nested_inputs():
+    def f(batch, w):
+        return (batch["a"] @ w).relu() + batch["b"].unsqueeze(-1)
+
+    a, b, w = torch.randn(4, 3), torch.randn(4), torch.randn(3, 5)
+    check_export(f, ({"a": a, "b": b}, w), dynamic_shapes=({"a": {0: Dim.AUTO}, "b": {0: Dim.AUTO}}, None),
+                 others=[({"a": torch.randn(7, 3), "b": torch.randn(7)}, torch.randn(3, 5))], ops=4)
+
+
+def test_shared_dim_across_inputs():
+    def f(x, y):
+        return torch.cat([x, y], dim=1) * 2
+
+    n = Dim("n", min=2, max=64)
+    ep = check_export(f, (torch.randn(4, 2), torch.randn(4, 3)), dynamic_shapes={"x": {0: n}, "y": {0: n}},
+                      others=[(torch.randn(9, 2), torch.randn(9, 3))], ops=2)
+    assert len(ep.range_constraints) == 1
