@@ -47,6 +47,7 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
     result, _plan, state, tracer, final_grad = _trace(fn, args, kwargs, compiler, shapes)
     builder = state.builder
     _check_marked_dims(builder)
+    buffer_writes = _take_buffer_writes(state.side_effects)
     if not state.side_effects.is_empty():
         raise Unsupported(f"the program changes Python state outside it ({_describe_effects(state.side_effects)}); "
                           f"an exported program holds tensor computation only: keep such state in a buffer "
@@ -54,7 +55,7 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
     if final_grad != state._initial_grad_mode:
         raise Unsupported("the program leaves grad mode switched (torch.set_grad_enabled without restoring it)")
     name = _entry_name(fn.__code__)
-    graph, out_index = _seal_graph(state, [result], name)
+    graph, out_index = _seal_graph(state, [result, *(v for _, _, v in buffer_writes)], name)
     cg = Codegen(state, out_index)
     checks = []
     for sources, check, description in builder.shape_guards():
@@ -66,6 +67,8 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
     if graph.gm is not None:
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in graph.live)
         cg.lines.append(f"___o = {cg.ref(graph.gm)}({inputs})")
+    for module, attr, value in buffer_writes:
+        cg.lines.append(f"{cg.expr(module)}._buffers[{attr!r}].copy_({cg.expr(value)})")
     cg.return_value(result)
     generated = cg.entry_code(name, fn, [], dynamic=builder.is_dynamic)
     glue = generated.load()["glue"]
@@ -74,6 +77,34 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
         return glue(None, *a, **kw)
 
     return WholeFrame(function, graph.gm, generated.glue_source, checks, graph.op_count)
+
+
+def _take_buffer_writes(se) -> list:
+    """Attribute writes that set a module's buffer to a tensor (``self.count += 1``,
+    ``self.ema = 0.9 * self.ema + ...``), taken out of the side effects: for a program
+    that leaves Python, a buffer is state it changes in place (the ExportedProgram's
+    buffer mutations), so each becomes a ``copy_`` into the buffer after the graph, or
+    nothing where the written tensor is the buffer itself (an in-place operator).  A write
+    that would change the buffer's shape or dtype stays a side effect (refused)."""
+    taken = []
+    for key, (target, attr, value) in list(se.attr_writes.items()):
+        module = getattr(target, "obj", None)
+        if not isinstance(module, torch.nn.Module) or key[0] in se.trace_local_ids:
+            continue
+        current = module.__dict__.get("_buffers", {}).get(attr)
+        fake = getattr(value, "fake", None)
+        if not isinstance(current, torch.Tensor) or not isinstance(fake, torch.Tensor):
+            continue
+        if fake.shape != current.shape or fake.dtype != current.dtype or fake.device != current.device:
+            continue
+        del se.attr_writes[key]
+        node = getattr(value, "node", None)
+        source = getattr(value, "source", None)
+        if node is not None and node.op == "placeholder" and source is not None \
+                and source.describe() == f"{target.source.describe()}._buffers[{attr!r}]":
+            continue        # the buffer itself, changed in place by the graph
+        taken.append((target, attr, value))
+    return taken
 
 
 def _describe_effects(se) -> str:
