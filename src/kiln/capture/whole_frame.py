@@ -23,6 +23,7 @@ from ..exc import Unsupported
 from .codegen import Codegen
 from .compile_frame import _check_marked_dims, _entry_name, _seal_graph, _trace
 from .graph_break import FrameCompiler
+from .values.base import ConstantValue
 from .dynamism import ShapePolicy
 
 
@@ -47,6 +48,7 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
     result, _plan, state, tracer, final_grad = _trace(fn, args, kwargs, compiler, shapes)
     builder = state.builder
     _check_marked_dims(builder)
+    _drop_restoring_writes(state.side_effects)
     buffer_writes = _take_buffer_writes(state.side_effects)
     if not state.side_effects.is_empty():
         raise Unsupported(f"the program changes Python state outside it ({_describe_effects(state.side_effects)}); "
@@ -77,6 +79,22 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
         return glue(None, *a, **kw)
 
     return WholeFrame(function, graph.gm, generated.glue_source, checks, graph.op_count)
+
+
+def _drop_restoring_writes(se) -> None:
+    """Attribute writes that leave the attribute as the frame found it (a flag set and
+    reset again, transformers' ``CompileableContextVar`` around every forward) change
+    nothing a later call sees: the glue replays them, an exported program has nothing
+    to replay.  A write of a number, string, bool or None equal to (and of the same type
+    as) the value in the object's ``__dict__`` now, or of the very object held there."""
+    for key, (target, attr, value) in list(se.attr_writes.items()):
+        real = getattr(target, "obj", None)
+        held = getattr(real, "__dict__", {})
+        if key[0] in se.trace_local_ids or not isinstance(value, ConstantValue) or attr not in held:
+            continue
+        now, new = held[attr], value.peek()
+        if now is new or (type(now) is type(new) and type(new) in (int, float, str, bool) and now == new):
+            del se.attr_writes[key]
 
 
 def _take_buffer_writes(se) -> list:
