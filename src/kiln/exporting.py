@@ -31,6 +31,7 @@ from .api import Compiler, original_module
 from .capture.whole_frame import capture_whole
 from .compile_settings import CompileSettings
 from .exc import ConstraintViolation, Unsupported
+from .export_problems import explain_failure
 from .export_shapes import export_shapes
 
 
@@ -58,10 +59,13 @@ def export(f, args, kwargs=None, *, dynamic_shapes=None, strict=True) -> torch.e
         whole = capture_whole(fn, frame_args, kwargs, compiler, shapes)
     except Unsupported as e:
         if strict:
-            raise
+            raise explain_failure(f, args, kwargs, e) from None
         warnings.warn(f"kiln.export: not one graph ({e}); exported with torch.export's non-strict mode",
                       stacklevel=2)
-        return torch.export.export(_as_module(f), args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        try:
+            return torch.export.export(_as_module(f), args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+        except Exception as torch_error:      # neither can: Kiln's account of why, torch's chained
+            raise explain_failure(f, args, kwargs, e) from torch_error
     root = _root_module(self_arg, fn, whole, signature_of)
     try:
         return torch.export.export(root, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)

@@ -117,13 +117,3 @@ def test_map_and_while_loop_stay_hops():
 
     ep = check_export(looped, (torch.tensor(0), torch.randn(3)), others=[(torch.tensor(2), torch.randn(3))])
     assert any(n.target is torch.ops.higher_order.while_loop for n in ep.graph.nodes)
-
-
-def test_data_dependent_branch_names_the_line_and_suggests_cond():
-    def f(x):
-        if x.sum() > 0:
-            return x * 2
-        return x - 1
-
-    with pytest.raises(kiln.Unsupported, match=r"(?s)test_state_and_hops.py:\d+.*if x.sum\(\) > 0"):
-        kiln.export(f, (torch.randn(3),))
