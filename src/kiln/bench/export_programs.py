@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import collections
 import copy
+import json
+import subprocess
+import sys
 import time
 
 import torch
@@ -233,11 +236,37 @@ def markdown(rows: list) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":   # pragma: no cover - python -m kiln.bench.export_programs
-    import sys
+def compare_cold(modes=("strict", "non-strict", "kiln"), only=None) -> list:
+    """Every cell in a fresh process (``--cell``): what one export costs a program that
+    exports once, first-use costs of each frontend included."""
+    rows = []
+    for name in programs():
+        if only and name not in only:
+            continue
+        for mode in modes:
+            done = subprocess.run([sys.executable, "-m", "kiln.bench.export_programs", "--cell", name, mode],
+                                  capture_output=True, text=True, timeout=600)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+            rows.append(json.loads(lines[-1]) if lines else
+                        {"program": name, "mode": mode, "exported": False, "equal": None, "seconds": 0.0,
+                         "error": f"worker failed: {done.stderr.strip().splitlines()[-1:]}"})
+    return rows
 
-    table = compare(only=sys.argv[1:] or None)
+
+def main(argv: list) -> None:
+    """``--cell NAME MODE``: one cell, as JSON; ``--cold``: every cell in its own process;
+    else every cell in this process (median of 3 after a warm-up); names select rows."""
+    if argv[:1] == ["--cell"]:
+        print(json.dumps(measure(argv[1], argv[2], programs()[argv[1]])))
+        return
+    cold = argv[:1] == ["--cold"]
+    only = argv[1:] if cold else argv
+    table = compare_cold(only=only or None) if cold else compare(only=only or None)
     print(markdown(table))
     for r in table:
         if r["error"]:
             print(f"- {r['program']} / {r['mode']}: {r['error']}")
+
+
+if __name__ == "__main__":   # pragma: no cover - python -m kiln.bench.export_programs
+    main(sys.argv[1:])
