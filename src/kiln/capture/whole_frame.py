@@ -18,7 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.fx import traceback as fx_traceback
 
+from ..config import config
 from ..exc import Unsupported
 from .codegen import Codegen
 from .compile_frame import _check_marked_dims, _entry_name, _seal_graph, _trace
@@ -45,7 +47,11 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
     be set) and write the function that runs it.  Nothing is run on the real inputs."""
     if not compiler.settings.fullgraph:
         raise ValueError("capture_whole needs fullgraph settings")
-    result, _plan, state, tracer, final_grad = _trace(fn, args, kwargs, compiler, shapes)
+    recording, config.record_stack_traces = config.record_stack_traces, True
+    try:
+        result, _plan, state, tracer, final_grad = _trace(fn, args, kwargs, compiler, shapes)
+    finally:
+        config.record_stack_traces = recording
     builder = state.builder
     _check_marked_dims(builder)
     _drop_restoring_writes(state.side_effects)
@@ -68,7 +74,7 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
         checks.append(description)
     if graph.gm is not None:
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in graph.live)
-        cg.lines.append(f"___o = {cg.ref(graph.gm)}({inputs})")
+        cg.lines.append(f"___o = {cg.ref(_keeping_stack_traces(graph.gm))}({inputs})")
     for module, attr, value in buffer_writes:
         cg.lines.append(f"{cg.expr(module)}._buffers[{attr!r}].copy_({cg.expr(value)})")
     cg.return_value(result)
@@ -79,6 +85,16 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
         return glue(None, *a, **kw)
 
     return WholeFrame(function, graph.gm, generated.glue_source, checks, graph.op_count)
+
+
+def _keeping_stack_traces(gm):
+    """The graph, run node by node with each node's meta current (``torch.fx.Interpreter``
+    under ``preserve_node_meta``), so a tracer that runs it (torch.export) gives the
+    nodes it records the user's stack traces rather than the graph's generated code."""
+    def run(*args):
+        with fx_traceback.preserve_node_meta():
+            return torch.fx.Interpreter(gm).run(*args)
+    return run
 
 
 def _drop_restoring_writes(se) -> None:
