@@ -5,8 +5,9 @@ meet the next is slow, so when ``kiln.export`` fails the program is surveyed onc
 the way ``kiln.compile`` would run it: with graph breaks, so the capture resumes after
 each problem and every one is recorded (``metrics.breaks``: reason, ``file:line``,
 source line).  The survey runs the program — on a deep copy of the module and copies
-of the inputs, with its prints captured — because the code after a break is captured
-when it is first reached.  Problems that only the export refuses (Python side effects,
+of the inputs, with its prints captured, and the parameters and buffers of modules a
+function names through its globals or cells put back after — because the code after a
+break is captured when it is first reached.  Problems that only the export refuses (Python side effects,
 which ``kiln.compile`` replays) are the first error's, which leads the list.
 
 Each problem gets a hint from a short table of the families export meets (a branch on
@@ -97,9 +98,37 @@ def _survey(f, args, kwargs) -> list[BreakRecord]:
         return gm.forward
 
     before = len(metrics.breaks)
+    saved = _module_state(_modules_reached(target))
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             kiln_compile(target, backend=counting)(*copied[0], **copied[1])
     except Exception:     # the program itself raises (eager would too): what was found still counts
         pass
+    finally:
+        with torch.no_grad():
+            for tensor, value in saved:
+                tensor.copy_(value)
     return list(metrics.breaks[before:])
+
+
+def _modules_reached(fn) -> list:
+    """The modules a function names directly (its globals and closure cells): a function
+    is surveyed as it is, and these are the state it may change."""
+    if not hasattr(fn, "__code__"):
+        return []
+    found = [fn.__globals__.get(name) for name in fn.__code__.co_names]
+    found += [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
+    return [m for m in found if isinstance(m, torch.nn.Module)]
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _module_state(modules: list) -> list:
+    """(tensor, copy of its value) for every parameter and buffer of ``modules``."""
+    return [(t, t.detach().clone()) for m in modules for t in [*m.parameters(), *m.buffers()]]

@@ -84,3 +84,20 @@ def test_not_strict_where_torch_fails_too_gives_kilns_account():
         warnings.simplefilter("ignore")
         kiln.export(several_problems, (torch.ones(3),), strict=False)
     assert info.value.__cause__ is not None      # torch's own error, chained
+
+
+NET = torch.nn.BatchNorm1d(3).train()
+
+
+def uses_a_global_module(x):
+    y = NET(x)
+    if y.sum() > 0:
+        return y
+    return -y
+
+
+def test_survey_of_a_function_leaves_the_modules_it_names_alone():
+    before = NET.running_mean.clone(), NET.num_batches_tracked.clone()
+    with pytest.raises(ExportUnsupported):
+        kiln.export(uses_a_global_module, (torch.randn(4, 3),))
+    assert torch.equal(NET.running_mean, before[0]) and torch.equal(NET.num_batches_tracked, before[1])

@@ -9,23 +9,8 @@ import torch
 from torch.export import Dim
 
 import kiln
+from kiln.bench.export_programs import Stateful
 from tests.export.harness import check_export
-
-
-class Stateful(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.bn = torch.nn.BatchNorm1d(4)
-        self.register_buffer("count", torch.zeros((), dtype=torch.long))
-        self.register_buffer("ema", torch.zeros(4))
-        self.register_buffer("last", torch.zeros(4))
-
-    def forward(self, x):
-        self.count += 1                                 # in place, then setattr of the same tensor
-        y = self.bn(x)
-        self.ema.mul_(0.9).add_(0.1 * y.detach().mean(0))    # in place
-        self.last = y.detach().amax(0)                  # a new tensor assigned to a buffer
-        return y
 
 
 def test_buffer_mutations_in_the_signature_and_applied_like_eager():

@@ -103,11 +103,13 @@ class Stateful(torch.nn.Module):
         self.bn = torch.nn.BatchNorm1d(4)
         self.register_buffer("count", torch.zeros((), dtype=torch.long))
         self.register_buffer("ema", torch.zeros(4))
+        self.register_buffer("last", torch.zeros(4))
 
     def forward(self, x):
-        self.count += 1
+        self.count += 1                                         # in place, then setattr of the same tensor
         y = self.bn(x)
-        self.ema.mul_(0.9).add_(0.1 * y.detach().mean(0))
+        self.ema.mul_(0.9).add_(0.1 * y.detach().mean(0))       # in place
+        self.last = y.detach().amax(0)                          # a new tensor assigned to a buffer
         return y
 
 
