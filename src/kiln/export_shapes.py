@@ -30,10 +30,11 @@ class ExportShapes(ShapePolicy):
 
     frame_numbers_are_inputs = False
 
-    def __init__(self, dims: dict, keep_alive: list):
+    def __init__(self, dims: dict, keep_alive: list, ints: frozenset = frozenset()):
         super().__init__(False)
         self._by_tensor = dims
         self._alive = keep_alive     # the tensors whose ids key ``dims``
+        self._ints = ints            # names of int arguments the spec makes dynamic
 
     def tensor_dims(self, key: str, t: torch.Tensor) -> tuple[set, dict]:
         spec = self._by_tensor.get(id(t))
@@ -42,7 +43,7 @@ class ExportShapes(ShapePolicy):
         return set(spec), {d: r for d, r in spec.items() if r is not None}
 
     def int_is_dynamic(self, key: str, value: int) -> bool:
-        return False
+        return key in self._ints
 
 
 def export_shapes(fn, args: tuple, kwargs: dict, dynamic_shapes) -> ExportShapes:
@@ -50,26 +51,39 @@ def export_shapes(fn, args: tuple, kwargs: dict, dynamic_shapes) -> ExportShapes
     torch.export binds the spec against, the module's ``forward`` or the function)."""
     dims: dict = {}
     tensors: list = []
+    ints: set = set()
     if dynamic_shapes is None:
         return ExportShapes(dims, tensors)
+    bound = inspect.signature(fn).bind(*args, **kwargs).arguments
     if isinstance(dynamic_shapes, dict):
-        bound = inspect.signature(fn).bind(*args, **kwargs)
-        for name, spec in dynamic_shapes.items():
-            if name not in bound.arguments:
+        named = dynamic_shapes
+        for name in named:
+            if name not in bound:
                 raise ValueError(f"kiln.export: dynamic_shapes names {name!r}, which is not an argument "
                                  f"given to {getattr(fn, '__qualname__', fn)!r}")
-            _walk(bound.arguments[name], spec, name, dims, tensors)
     elif isinstance(dynamic_shapes, (tuple, list)):
-        values = list(args) + list(kwargs.values())
-        if len(dynamic_shapes) != len(values):
+        if len(dynamic_shapes) != len(bound):
             raise ValueError(f"kiln.export: dynamic_shapes has {len(dynamic_shapes)} entries for "
-                             f"{len(values)} inputs")
-        for i, (value, spec) in enumerate(zip(values, dynamic_shapes)):
-            _walk(value, spec, f"input {i}", dims, tensors)
+                             f"{len(bound)} arguments")
+        named = dict(zip(bound, dynamic_shapes))
     else:
         raise TypeError(f"kiln.export: dynamic_shapes must be a dict, tuple or list, got "
                         f"{type(dynamic_shapes).__name__}")
-    return ExportShapes(dims, tensors)
+    for name, spec in named.items():
+        value = bound[name]
+        if type(value) in (int, float) and spec is not None:
+            # a number torch.export makes symbolic must be symbolic in Kiln's graph too,
+            # or the graph would hold the example's value
+            if _range(spec) is _STATIC:
+                continue
+            if type(value) is float or value in (0, 1):
+                raise ValueError(f"kiln.export: argument {name!r} = {value!r} cannot be dynamic: "
+                                 + ("floats are constants" if type(value) is float else
+                                    "the example values 0 and 1 are specialised; give another example"))
+            ints.add(name)
+            continue
+        _walk(value, spec, name, dims, tensors)
+    return ExportShapes(dims, tensors, frozenset(ints))
 
 
 def _walk(value, spec, where: str, dims: dict, tensors: list) -> None:
@@ -96,6 +110,11 @@ def _walk(value, spec, where: str, dims: dict, tensors: list) -> None:
     if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
         for i, (v, s) in enumerate(zip(value, spec)):
             _walk(v, s, f"{where}[{i}]", dims, tensors)
+        return
+    if type(value) is int:
+        if _range(spec) is not _STATIC:
+            raise ValueError(f"kiln.export: {where} is an int inside a container; only int arguments of the "
+                             f"function itself can be dynamic (or give None: a constant)")
         return
     leaves, _ = torch.utils._pytree.tree_flatten(value)
     specs = spec if isinstance(spec, (list, tuple)) else getattr(spec, "__dict__", {}).values()

@@ -61,3 +61,22 @@ def test_shared_dim_across_inputs():
     ep = check_export(f, (torch.randn(4, 2), torch.randn(4, 3)), dynamic_shapes={"x": {0: n}, "y": {0: n}},
                       others=[(torch.randn(9, 2), torch.randn(9, 3))], ops=2)
     assert len(ep.range_constraints) == 1
+
+
+def test_dynamic_int_argument_is_symbolic_in_the_graph():
+    def scaled(x, n):
+        return x.repeat(n) * n
+
+    ep = check_export(scaled, (torch.randn(3), 4), dynamic_shapes=(None, Dim.DYNAMIC),
+                      others=[(torch.randn(3), 5), (torch.randn(3), 9)])
+    assert len(ep.range_constraints) >= 1
+
+
+def test_number_that_cannot_be_dynamic_is_refused():
+    def f(x, n):
+        return x * n
+
+    with pytest.raises(ValueError, match="0 and 1"):
+        kiln.export(f, (torch.randn(3), 1), dynamic_shapes=(None, Dim.DYNAMIC))
+    with pytest.raises(ValueError, match="floats are constants"):
+        kiln.export(f, (torch.randn(3), 2.5), dynamic_shapes=(None, Dim.DYNAMIC))
