@@ -80,3 +80,41 @@ def test_number_that_cannot_be_dynamic_is_refused():
         kiln.export(f, (torch.randn(3), 1), dynamic_shapes=(None, Dim.DYNAMIC))
     with pytest.raises(ValueError, match="floats are constants"):
         kiln.export(f, (torch.randn(3), 2.5), dynamic_shapes=(None, Dim.DYNAMIC))
+
+
+def test_a_size_kiln_kept_static_is_never_symbolic_in_the_program(monkeypatch):
+    """Should the two halves ever read a spec differently, the sizes Kiln's capture kept
+    static are checked in the traced function, so torch.export specialises them (AUTO)
+    or refuses (a named Dim) instead of exporting the example's branch for every size."""
+    import kiln.exporting
+    from kiln.export_shapes import ExportShapes
+
+    monkeypatch.setattr(kiln.exporting, "export_shapes", lambda *a: ExportShapes({}, []))
+
+    def f(x):
+        return x * 2 if x.shape[0] > 2 else x
+
+    ep = kiln.export(f, (torch.randn(4),), dynamic_shapes=({0: Dim.AUTO},))
+    assert not ep.range_constraints
+    with pytest.raises(Exception, match="Constraints violated|specialized"):
+        kiln.export(f, (torch.randn(4),), dynamic_shapes=({0: Dim("n")},))
+
+
+def test_dataclass_input_with_a_dynamic_field():
+    import dataclasses
+
+    import torch.utils._pytree as pytree
+
+    @dataclasses.dataclass
+    class Batch:
+        x: torch.Tensor
+
+    pytree.register_dataclass(Batch)
+
+    def f(b):
+        return b.x * 2 if b.x.shape[0] > 2 else b.x
+
+    ep = check_export(f, (Batch(torch.randn(4)),), dynamic_shapes=([{0: Dim.AUTO}],),
+                      others=[(Batch(torch.randn(9)),)], save=False)
+    with pytest.raises(Exception, match=r"b.x.size\(\)\[0\] >= 3"):
+        ep.module()(Batch(torch.ones(2)))

@@ -72,6 +72,16 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
             text = text.replace(f"{{v{j}}}", cg.source_expr(src))
         cg.lines.append(f"{cg.ref(torch._check)}({text})")
         checks.append(description)
+    for node, source, _ in graph.live:
+        # a size the capture kept static is a constant of the graph and of the Python
+        # decided on it: a tracer that makes it symbolic must be told (a named Dim that
+        # Kiln did not make symbolic is then torch.export's error, never a program that
+        # took the example's branch for every size)
+        fake = node.meta.get("example_value")
+        if isinstance(fake, torch.Tensor):
+            for i, size in enumerate(fake.shape):
+                if isinstance(size, int):
+                    cg.lines.append(f"{cg.ref(torch._check)}({cg.source_expr(source)}.size()[{i}] == {size})")
     if graph.gm is not None:
         inputs = ", ".join(cg.source_expr(s) for _, s, _ in graph.live)
         cg.lines.append(f"___o = {cg.ref(_keeping_stack_traces(graph.gm))}({inputs})")
