@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kiln.bench.export_programs import BEYOND_STRICT, Wrapped, compare, markdown
+from kiln.bench.export_programs import BEYOND_NON_STRICT, BEYOND_STRICT, Wrapped, compare, markdown
 from tests.export.harness import check_export
 
 
@@ -35,3 +35,13 @@ def test_comparison_rows():
     assert cells[("deque window", "strict")]["exported"] is False
     assert cells[("torch.cond", "kiln")]["equal"] is True
     assert "| deque window |" in markdown(rows)
+
+
+@pytest.mark.parametrize("name", sorted(BEYOND_NON_STRICT))
+def test_kiln_exports_what_non_strict_gets_wrong(name):
+    fn = BEYOND_NON_STRICT[name]
+    x = torch.randn(3)
+    check_export(fn, (x,), others=[(torch.randn(3),)], ops=1)
+    ep = torch.export.export(Wrapped(fn), (x,), strict=False)
+    y = torch.randn(3)
+    assert not torch.allclose(ep.module()(y), fn(y))     # the stand-in tensor's type name was kept

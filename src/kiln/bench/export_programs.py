@@ -5,8 +5,9 @@ inputs, the ``dynamic_shapes`` spec and other inputs to compare with eager on.  
 list has the cases ``kiln.export`` is for (modules, dynamic sizes, buffer mutation,
 HOPs, tiny Hugging Face models), programs torch.export's strict mode refuses or gets
 wrong on torch 2.13 (``try``/``except`` reading the exception's message, deque and
-bytes methods) that Kiln captures exactly, and a data-dependent branch that none can
-export as it is.  ``tests/export/test_beyond_strict.py`` keeps the second group as
+bytes methods) that Kiln captures exactly, one non-strict mode gets wrong (it runs
+the Python on stand-in tensors: ``type(x).__name__``), and a data-dependent branch that
+none can export as it is.  ``tests/export/test_beyond_strict.py`` keeps the second group as
 tests; ``compare`` measures every row for ``docs/results``.
 """
 from __future__ import annotations
@@ -59,6 +60,15 @@ def deque_window(x):
 def bytes_key(x):
     """A factor from a bytes method (a checksum-like key)."""
     return x * len(b"abc".hex())
+
+
+def tensor_type_name(x):
+    """A factor from the input's type name (``Tensor``: 6): non-strict torch.export runs
+    this on its stand-in tensors and keeps their type's name."""
+    return x * len(type(x).__name__)
+
+
+BEYOND_NON_STRICT = {"tensor type name": tensor_type_name}
 
 
 def data_dependent_branch(x):
@@ -149,7 +159,7 @@ def programs() -> dict:
         "BertModel, dynamic seq": lambda: (_hf("bert"), (_ids(16),), {}, {"input_ids": {1: seq}}, [(_ids(37),)]),
         "GPT2Model, dynamic seq": lambda: (_hf("gpt2"), (_ids(16),), {}, {"input_ids": {1: seq}}, [(_ids(37),)]),
     }
-    for name, fn in BEYOND_STRICT.items():
+    for name, fn in {**BEYOND_STRICT, **BEYOND_NON_STRICT}.items():
         rows[name] = (lambda fn=fn: (Wrapped(fn), (torch.randn(3),), {}, None, [(torch.randn(3),)]))
     rows["data-dependent branch"] = lambda: (Wrapped(data_dependent_branch), (torch.ones(3),), {}, None,
                                              [(-torch.ones(3),)])
