@@ -31,6 +31,7 @@ from .api import Compiler, original_module
 from .capture.whole_frame import capture_whole
 from .compile_settings import CompileSettings
 from .exc import ConstraintViolation, Unsupported
+from .runtime.callees import has_hooks
 from .export_problems import explain_failure
 from .export_shapes import export_shapes
 
@@ -87,6 +88,12 @@ def _frame_of(f):
             forward = forward.__func__
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"kiln.export: {type(mod).__name__}.forward is not a Python function")
+        call = getattr(type(mod), "_call_impl", None)
+        if has_hooks(mod) and isinstance(call, types.FunctionType):
+            # torch.export exports what calling the module does, hooks included: the frame
+            # is then nn.Module._call_impl, which runs the hooks around forward (as Kiln
+            # traces a submodule with hooks)
+            return call, mod, types.MethodType(forward, mod)
         return forward, mod, types.MethodType(forward, mod)
     if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
         return f.__func__, f.__self__, f
