@@ -57,9 +57,10 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
     _drop_restoring_writes(state.side_effects)
     buffer_writes = _take_buffer_writes(state.side_effects)
     if not state.side_effects.is_empty():
-        raise Unsupported(f"the program changes Python state outside it ({_describe_effects(state.side_effects)}); "
-                          f"an exported program holds tensor computation only: keep such state in a buffer "
-                          f"(register_buffer) and change it in place").with_location(*tracer.location())
+        what, where = _describe_effects(state.side_effects)
+        raise Unsupported(f"the program changes Python state outside it ({what}); an exported program holds "
+                          f"tensor computation only: keep such state in a buffer (register_buffer) and change "
+                          f"it in place").with_location(*(where or tracer.location()))
     if final_grad != state._initial_grad_mode:
         raise Unsupported("the program leaves grad mode switched (torch.set_grad_enabled without restoring it)")
     name = _entry_name(fn.__code__)
@@ -151,12 +152,23 @@ def _take_buffer_writes(se) -> list:
     return taken
 
 
-def _describe_effects(se) -> str:
-    """What the side effects write, in the user's terms (a few of them)."""
-    what = [f"attribute {name!r} of {getattr(target, 'describe', lambda: '?')()}"
-            for target, name, _ in se.replayed_attr_writes()]
-    what += [f"global {name!r}" for _, name, _ in se.global_writes.values()]
-    what += ["a closure variable"] * bool(se.cell_writes)
-    what += [c.describe() for c in se.mutated_containers.values()]
+def _describe_effects(se) -> tuple:
+    """What the side effects write, in the user's terms (a few of them), and where the
+    first of them was made (None if unknown)."""
+    what, where = [], []
+    for key, (target, name, _) in se.attr_writes.items():
+        if key[0] not in se.trace_local_ids:
+            what.append(f"attribute {name!r} of {getattr(target, 'describe', lambda: '?')()}")
+            where.append(se.locations.get(("attr", key)))
+    for key, (_, name, _) in se.global_writes.items():
+        what.append(f"global {name!r}")
+        where.append(se.locations.get(("global", key)))
+    for key in se.cell_writes:
+        what.append("a closure variable")
+        where.append(se.locations.get(("cell", key)))
+    for key, c in se.mutated_containers.items():
+        what.append(f"the {type(getattr(c, 'real', None) or []).__name__} {c.source.describe() if c.source else ''}".rstrip())
+        where.append(se.locations.get(("container", key)))
     what += [f"a call to {fn.describe()}" for fn, _ in se.calls]
-    return ", ".join(what[:4]) + (", ..." if len(what) > 4 else "")
+    first = next((w for w in where if w is not None), None)
+    return ", ".join(what[:4]) + (", ..." if len(what) > 4 else ""), first
