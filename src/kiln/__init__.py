@@ -20,10 +20,11 @@ from .markers import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: E402
 from .config import config  # noqa: E402
 from .debug.explain import explain  # noqa: E402
 from .exc import BackendError, KilnError, Unsupported  # noqa: E402
+from .exporting import export  # noqa: E402
 from .metrics import metrics  # noqa: E402
 
 __all__ = [
-    "compile", "disable", "graph_break", "reset", "config", "backends", "testing", "explain",
+    "compile", "export", "disable", "graph_break", "reset", "config", "backends", "testing", "explain",
     "mark_dynamic", "maybe_mark_dynamic", "mark_static",
     "metrics", "Unsupported", "KilnError", "BackendError",
 ]

@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "report": "kiln.report.command",
     "minify": "kiln.debug.minify_command",
     "bisect": "kiln.debug.bisect_command",
+    "export": "kiln.export_command",
 }
 
 

@@ -42,6 +42,10 @@ class Config:
     automatic_dynamic_shapes: bool = True
     #: write the structured trace (kiln.trace, read by ``kiln report``) into this directory; "" is off
     trace_dir: str = ""
+    #: note each captured fx node's user call stack as its ``stack_trace`` even with the
+    #: trace off (``kiln.export`` sets it while capturing: the exported program's nodes
+    #: then name the user's lines)
+    record_stack_traces: bool = False
     #: write a minified repro when a backend fails: "" (never), "capture" (on the graphs
     #: Kiln captures) or "aot" (on the forward/backward graphs AOT backends compile)
     repro_after: str = ""

@@ -70,6 +70,12 @@ class SpecializationError(KilnError):
     """A dimension marked with ``kiln.mark_dynamic`` was made constant by the traced code."""
 
 
+class ConstraintViolation(KilnError):
+    """``kiln.export``: the ranges ``dynamic_shapes`` gives include sizes for which the
+    traced program would take another path (a branch on a size, a specialised size); the
+    message lists what the trace assumed and the user line that made each assumption."""
+
+
 class BackendError(KilnError):
     """A backend raised while compiling or running a captured graph."""
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import linecache
 import os
 import sys
 import time
@@ -262,15 +263,20 @@ def note_origin(node, tracer) -> None:
 
     The report colours each of those lines by the graph the node went into.
     """
-    if not config.trace_dir:
+    if not (config.trace_dir or config.record_stack_traces):
         return
     try:
-        origin, t = [], tracer
+        origin, names, t = [], [], tracer
         while t is not None:
             ins = t.current
             origin.append((t.code.co_filename, ins.lineno if ins is not None else t.code.co_firstlineno))
+            names.append(t.code.co_name)
             t = t.parent
         node.meta["kiln_origin"] = tuple(origin)
-    except Exception:  # only the report's colours depend on this
+        if config.record_stack_traces:   # Python's traceback format, outermost first, as torch's tools read it
+            node.meta["stack_trace"] = "".join(
+                f'  File "{file}", line {line}, in {name}\n    {linecache.getline(file, line).strip()}\n'
+                for (file, line), name in reversed(list(zip(origin, names))))
+    except Exception:  # only the report's colours and stack traces depend on this
         pass
 

@@ -3,4 +3,5 @@
 # --- the package's face: what the layers above import from it ---
 from .basics import ShapePolicy  # noqa: F401
 from .frames import capture  # noqa: F401
+from .frames import capture_whole  # noqa: F401
 # --- end of the face ---

@@ -124,6 +124,8 @@ class Tracer:
                                   f"data ({data_dependent_expr(e)})") from e
             if self.state.builder.symbolic_inputs:
                 self.state.builder.note_guard_locations(self.location())
+            if self.state.side_effects.unlocated:
+                self.state.side_effects.locate(self.location())
         except TracedException as e:
             if not self._route_exception(ins, e):
                 raise

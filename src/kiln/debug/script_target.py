@@ -63,6 +63,7 @@ class ScriptTarget:
     obj: object
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
+    namespace: dict = field(default_factory=dict)   # the script's globals after running it
 
     @property
     def spec(self) -> str:
@@ -116,7 +117,7 @@ def load(spec: str, run_name: str = "__kiln_target__") -> ScriptTarget:
             raise TargetError(f"{maker_name}() in {path} raised {type(e).__name__}: {e}") from e
         args, kwargs = _as_call(made)
     _check_fits(obj, name, path, maker_name, args, kwargs)
-    return ScriptTarget(path, name, obj, args, kwargs)
+    return ScriptTarget(path, name, obj, args, kwargs, namespace)
 
 
 def _as_call(made) -> tuple[tuple, dict]:

@@ -30,6 +30,13 @@ from ...markers import dynamic_marks
 
 
 class ShapePolicy:
+    #: numbers given to the frame that meet tensors enter the graph as 0-d tensor inputs
+    #: (``values.tensor._scalar_input``), so a new value is not a recompile; a policy for a
+    #: program whose number inputs are constants anyway (``kiln.export``: torch.export
+    #: bakes them in and checks them) says False, and they are baked in like numbers read
+    #: from objects
+    frame_numbers_are_inputs = True
+
     def __init__(self, mode: bool | None = None):
         if mode not in (None, True, False):
             raise TypeError(f"dynamic must be None, True or False, got {mode!r}")

@@ -37,6 +37,7 @@ from torch.fx.experimental.symbolic_shapes import (
     has_free_unbacked_symbols,
 )
 from torch.utils._pytree import tree_map
+from torch.utils._sympy.numbers import int_oo
 
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
@@ -187,7 +188,9 @@ class GraphBuilder:
             for dim, (low, high) in (marked or {}).items():
                 size = fake.shape[dim]
                 if isinstance(size, torch.SymInt) and (low is not None or high is not None):
-                    self.shape_env.constrain_symbol_range(size.node.expr, compiler_min=low, compiler_max=high)
+                    # an open end is the size's own bound (the range is intersected with it)
+                    self.shape_env.constrain_symbol_range(size.node.expr, compiler_min=0 if low is None else low,
+                                                          compiler_max=int_oo if high is None else high)
             if any(isinstance(s, torch.SymInt) for s in fake.shape):
                 k = len(self.symbolic_inputs)
                 made = [(f"size()[{i}]", d) for i, d in enumerate(fake.shape)] + \

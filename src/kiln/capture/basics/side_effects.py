@@ -21,6 +21,10 @@ class SideEffects:
         self.in_hop: list = []            # stack of higher-order-operator scopes (see hops/)
         self.trace_local_ids: set = set()  # real objects made at trace time (copies): writes stay local
         self.calls: list = []             # (callable value, argument values): calls replayed last
+        # where each write was made (user file:line, source line), stamped by the tracer after
+        # the instruction that made it (``locate``): for messages that name the write's line
+        self.locations: dict = {}         # (kind, key) -> (location, source line)
+        self.unlocated: list = []         # (kind, key) recorded since the last stamp
 
     def _check_allowed(self, what: str, target_is_new: bool = False):
         if self.in_hop and not target_is_new:
@@ -35,6 +39,7 @@ class SideEffects:
         if self.dict_mutated_as_container(obj):
             raise Unsupported(f"setting {name!r} of {obj_value.describe()} after changing its __dict__ directly")
         self.attr_writes[(id(obj), name)] = (obj_value, name, value)
+        self.unlocated.append(("attr", (id(obj), name)))
 
     def drop_attr(self, obj, name: str):
         """Forget the pending write of ``obj.name`` (an attribute the trace added, then
@@ -70,6 +75,7 @@ class SideEffects:
         self._check_allowed(f"global {name!r} of module {globals_dict.get('__name__', '?')}")
         # keyed by first write: new names reach the module's dict in the order eager adds them
         self.global_writes[(id(globals_dict), name)] = (globals_dict, name, value)
+        self.unlocated.append(("global", (id(globals_dict), name)))
 
     def pending_global(self, globals_dict: dict, name: str):
         hit = self.global_writes.get((id(globals_dict), name))
@@ -84,6 +90,7 @@ class SideEffects:
     def store_cell(self, cell_value, value):
         self._check_allowed("a closure variable")
         self.cell_writes[id(cell_value)] = (cell_value, value)
+        self.unlocated.append(("cell", id(cell_value)))
 
     def mutated(self, container):
         container.dirty = True
@@ -93,6 +100,14 @@ class SideEffects:
             return
         self._check_allowed(container.describe())
         self.mutated_containers[id(container)] = container
+        self.unlocated.append(("container", id(container)))
+
+    def locate(self, where) -> None:
+        """Stamp the writes recorded since the last call with ``where`` (the first stamp of
+        each write stays: the line that made it first)."""
+        for key in self.unlocated:
+            self.locations.setdefault(key, where)
+        self.unlocated.clear()
 
     def replay_call(self, fn_value, args: list):
         """A call into real Python state that the graph cannot make (leaving an autocast

@@ -3,4 +3,5 @@ functions, generated guard and glue code."""
 
 # --- the package's face: what the layers above import from it ---
 from .compile_frame import capture  # noqa: F401
+from .whole_frame import capture_whole  # noqa: F401
 # --- end of the face ---

@@ -1,10 +1,8 @@
 """Tensor values: an fx node plus the fake tensor that carries its metadata.
 
-Metadata (shape, dtype, device, strides, requires_grad) is read from the fake and
-becomes a Python constant: Kiln specialises on static shapes and the tensor guards
-make that sound.  Anything that needs the data (``item()``, ``bool(t)``) is refused
-here and becomes a graph break once breaks exist.
-"""
+Metadata (shape, dtype, device, strides, requires_grad) is read from the fake: static
+sizes are constants the tensor guards make sound, symbolic ones SymInts.  What needs
+the data (``item()``, a mask, ``nonzero``) is an unbacked value in the graph."""
 from __future__ import annotations
 
 import operator
@@ -422,7 +420,8 @@ def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
     value = v.peek()
     if type(value) not in (int, float):
         return v
-    if not _given_to_frame(v.source) and not tx.state.shapes.number_varies(v.source.describe(), value):
+    if not (_given_to_frame(v.source) and tx.state.shapes.frame_numbers_are_inputs) \
+            and not tx.state.shapes.number_varies(v.source.describe(), value):
         return v
     if type(value) is int:
         dtype = torch.int64
