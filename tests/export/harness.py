@@ -36,6 +36,14 @@ def round_trip(ep):
     return torch.export.load(buf)
 
 
+def input_checks(ep) -> list:
+    """The program's checks of its tensor inputs' dtype, device and layout (which shape
+    constraints cannot say): not counted as ops of the program."""
+    user = set(ep.graph_signature.user_inputs)
+    return [n for n in ep.graph.nodes if n.target is torch.ops.aten._assert_tensor_metadata.default
+            and n.args[0].op == "placeholder" and n.args[0].name in user]
+
+
 def _split(inputs):
     if len(inputs) == 2 and isinstance(inputs[0], tuple) and isinstance(inputs[1], dict):
         return inputs
@@ -56,8 +64,12 @@ def check_export(f, args, kwargs=None, *, others=(), dynamic_shapes=None, ops=No
     assert before.keys() == after.keys()
     for k in before:
         assert torch.equal(before[k], after[k]), f"exporting changed {k}"
+    checks = input_checks(ep)
+    for name, value in zip(ep.graph_signature.user_inputs, (*args, *kwargs.values())):
+        if isinstance(value, torch.Tensor):   # a tensor argument: its dtype/device/layout checked
+            assert any(n.args[0].name == name for n in checks), f"{name} has no metadata check"
     if ops is not None:
-        assert count_ops(ep.graph_module) == ops, ep.graph_module.code
+        assert count_ops(ep.graph_module) - len(checks) == ops, ep.graph_module.code
     loaded = round_trip(ep).module() if save else None
     programs = {"ep.module()": copy.deepcopy(ep.module())}
     if save:

@@ -11,7 +11,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 import kiln
-from tests.export.harness import check_export
+from tests.export.harness import check_export, round_trip
 
 
 class MLP(torch.nn.Module):
@@ -124,3 +124,16 @@ def test_a_hook_with_a_python_side_effect_is_refused():
     m.register_forward_hook(lambda *a: calls.append(1))
     with pytest.raises(kiln.Unsupported, match=r"(?s)changes Python state.*test_static.py:\d+.*calls.append"):
         kiln.export(m, (torch.randn(2),))
+
+
+def test_an_input_of_another_dtype_is_refused():
+    # the capture's tensor guard on dtype, which no shape constraint can say, is an op of
+    # the exported program: a float64 input fails there, not somewhere inside (or not at all)
+    def scale(x):
+        return x * 2
+
+    ep = check_export(scale, (torch.randn(3),), others=[(torch.randn(3),)], ops=1)
+    with pytest.raises(RuntimeError, match="dtype mismatch"):
+        ep.module()(torch.randn(3, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="dtype mismatch"):
+        round_trip(ep).module()(torch.randn(3, dtype=torch.float64))

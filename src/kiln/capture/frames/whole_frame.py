@@ -26,7 +26,7 @@ from .codegen import Codegen
 from .compile_frame import _check_marked_dims, _entry_name, _seal_graph, _trace
 from .graph_break import FrameCompiler
 from ..values import ConstantValue
-from ..basics import ShapePolicy
+from ..basics import AttrSource, ShapePolicy
 
 
 @dataclass
@@ -80,6 +80,13 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
         # took the example's branch for every size)
         fake = node.meta.get("example_value")
         if isinstance(fake, torch.Tensor):
+            if _user_input(source):
+                # what the tensor guards checked and shape constraints cannot say (dtype,
+                # device, layout) as an op the program keeps; not the sizes: torch 2.13's
+                # fake kernel of this op compares a Size with a list and always fails
+                cg.lines.append(f"{cg.ref(torch.ops.aten._assert_tensor_metadata.default)}({cg.source_expr(source)}, "
+                                f"dtype={cg.ref(fake.dtype)}, device={cg.ref(fake.device)}, "
+                                f"layout={cg.ref(fake.layout)})")
             for i, size in enumerate(fake.shape):
                 if isinstance(size, int):
                     cg.lines.append(f"{cg.ref(torch._check)}({cg.source_expr(source)}.size()[{i}] == {size})")
@@ -96,6 +103,16 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
         return glue(None, *a, **kw)
 
     return WholeFrame(function, graph.gm, generated.glue_source, checks, graph.op_count)
+
+
+def _user_input(source) -> bool:
+    """A tensor the caller passes (an argument, or an item of one), not one read through
+    attributes (parameters, buffers: the program's own state, lifted by torch.export)."""
+    while source is not None:
+        if isinstance(source, AttrSource):
+            return False
+        source = source.base
+    return True
 
 
 def _keeping_stack_traces(gm):
