@@ -38,10 +38,21 @@ class FrameCache:
         self.stale = False                      # set by kiln.reset()
 
     def call(self, fn, args, kwargs):
-        for e in self.entries:
-            handed = e.guard(fn, *args, **kwargs)
-            if handed is not False:
-                return e.run(handed, fn, *args, **kwargs)
+        unfit = False
+        try:
+            for e in self.entries:
+                handed = e.guard(fn, *args, **kwargs)
+                if handed is not False:
+                    return e.run(handed, fn, *args, **kwargs)
+        except TypeError as error:
+            if not _guard_rejected_arguments(error):
+                raise
+            unfit = True
+        if unfit:
+            # the arguments do not fit the frame's signature (guards never raise otherwise):
+            # the call runs as Python, outside the except (no chained guard error), which
+            # raises eager's TypeError naming the user's function with its own counts
+            return fn(*args, **kwargs)
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
         if len(self.entries) >= config.recompile_limit:
@@ -104,6 +115,15 @@ class FrameCache:
         if config.warn_on_fallback:
             where = f" at {location}" if location else ""
             warnings.warn(f"kiln: running {self.code.co_name} eagerly: {reason}{where}", KilnWarning, stacklevel=5)
+
+
+def _guard_rejected_arguments(error: TypeError) -> bool:
+    """Whether ``error`` was raised by binding the arguments to a guard function itself
+    (the traceback's last frame is the caller's: the guard's body never started)."""
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code is FrameCache.call.__code__
 
 
 _CACHES: dict = {}
