@@ -48,3 +48,51 @@ def test_a_typeerror_from_the_users_code_is_not_mistaken_for_arity():
     with pytest.raises(TypeError) as got:
         compiled(torch.ones(2))
     assert str(got.value) == str(eager.value)
+
+
+def scale(inp):
+    return inp * 2
+
+
+def embed(input_ids, table):
+    return table[input_ids].sum(1)
+
+
+def times(x, n):
+    return x * n
+
+
+@pytest.mark.parametrize("fn, calls, reason", [
+    (scale, [(torch.ones(2, 7),), (torch.ones(2, 7, dtype=torch.float64),)],
+     "recompiling scale: inp.dtype: torch.float32 -> torch.float64"),
+    (embed, [(torch.zeros(1, 7, dtype=torch.long), torch.ones(5, 3)), (torch.zeros(1, 1, dtype=torch.long), torch.ones(5, 3))],
+     "recompiling embed: input_ids.size(1): 7 -> 1"),
+    (scale, [(torch.ones(3),), (torch.ones(3, requires_grad=True),)],
+     "recompiling scale: inp.requires_grad: False -> True"),
+    (times, [(torch.ones(2), 3), (torch.ones(2), 2.5)], "recompiling times: type(n): int -> float"),
+    (scale, [(torch.ones(2, 3),), (torch.ones(3, 2).t(),)], "recompiling scale: inp.stride(0): 3 -> 1, inp.stride(1): 1 -> 2"),
+])
+def test_recompile_reasons_say_both_sides(fn, calls, reason, capsys):
+    kiln.reset()
+    old = kiln.config.logs
+    compiled = kiln.compile(fn, backend=CompileCounter())
+    try:
+        kiln.config.logs = "recompiles"
+        for args in calls:
+            expected = fn(*args)
+            assert torch.equal(compiled(*args), expected)
+    finally:
+        kiln.config.logs = old
+    lines = [l for l in capsys.readouterr().out.splitlines() if "recompiling" in l]
+    assert lines == [f"[kiln] {reason}"], lines
+
+
+def test_recompile_reason_for_grad_mode_and_globals():
+    compiled = kiln.compile(scale, backend=CompileCounter())
+    x = torch.ones(2)
+    compiled(x)
+    (entry,) = compiled.entries
+    with torch.no_grad():
+        assert entry.explain_guard(scale, x) == "grad mode: enabled -> disabled"
+    assert entry.explain_guard(scale, x.double()) == "inp.dtype: torch.float32 -> torch.float64"
+    assert entry.explain_guard(scale, x) is None

@@ -408,7 +408,7 @@ def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
         dtype = torch.float64 if floating_operand else torch.get_default_dtype()
     state = tx.state
     state.guards.add("type", v.source, f"type({{v}}) is {state.ns.ref(type(value))}",
-                     f"{v.source.describe()} is a {type(value).__name__}")
+                     f"{v.source.describe()} is a {type(value).__name__}", change=(type(value), "{v}"))
     source = AsTensorSource(v.source, dtype)
     real = torch.tensor(value, dtype=dtype)
     state.keepalive.append(real)
