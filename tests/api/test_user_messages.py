@@ -96,3 +96,44 @@ def test_recompile_reason_for_grad_mode_and_globals():
         assert entry.explain_guard(scale, x) == "grad mode: enabled -> disabled"
     assert entry.explain_guard(scale, x.double()) == "inp.dtype: torch.float32 -> torch.float64"
     assert entry.explain_guard(scale, x) is None
+
+
+SHAPE_ERROR = '''
+import torch, kiln
+
+def f(x, w):
+    y = x.sin()
+    z = y @ w
+    return z + 1
+
+c = kiln.compile(f)
+c(torch.ones(2, 3), torch.ones(3, 5))
+c(torch.ones(2, 3), torch.ones(4, 5))
+'''
+
+
+def _run_script(tmp_path, text):
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "prog.py"
+    script.write_text(text)
+    env = {k: v for k, v in os.environ.items() if k not in ("KILN_LOGS",)}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(kiln.__file__))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    return script, proc
+
+
+def test_shape_error_names_the_users_line_without_fake_tensor_noise(tmp_path):
+    """The error is eager's, the traceback's last frame is the user's ``f`` at the line of
+    the matmul, and nothing of torch's fake-tensor log comes before it."""
+    script, proc = _run_script(tmp_path, SHAPE_ERROR)
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert "fake_tensor" not in err and "failed while attempting to run meta" not in err, err
+    assert err.startswith("Traceback"), err
+    tail = err.strip().splitlines()[-3:]
+    assert tail[0].strip() == f'File "{script}", line 6, in f', tail
+    assert tail[1].strip() == "z = y @ w"
+    assert tail[-1] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"
+    assert "step_at" not in err and "resume_at" not in err
