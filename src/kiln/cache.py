@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 import types
-import warnings
 
 from .capture.compile_frame import capture
 from .capture.dynamism import ShapePolicy
@@ -20,6 +19,7 @@ from .config import config
 from .events import event, later
 from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
 from .runtime import caches
+from .user_warnings import warn
 
 
 class KilnWarning(UserWarning):
@@ -71,7 +71,7 @@ class FrameCache:
         if config.error_on_recompile_limit:
             raise RecompileLimitReached(msg)
         if not self.warned_limit:
-            warnings.warn(msg, KilnWarning, stacklevel=4)
+            warn(msg, KilnWarning)
             self.warned_limit = True
         self.eager_reason = msg
         return fn(*args, **kwargs)
@@ -114,7 +114,7 @@ class FrameCache:
         self.eager_reason = reason
         if config.warn_on_fallback:
             where = f" at {location}" if location else ""
-            warnings.warn(f"kiln: running {self.code.co_name} eagerly: {reason}{where}", KilnWarning, stacklevel=5)
+            warn(f"kiln: running {self.code.co_name} eagerly: {reason}{where}", KilnWarning)
 
 
 def _guard_rejected_arguments(error: TypeError) -> bool:

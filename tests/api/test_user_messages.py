@@ -137,3 +137,38 @@ def test_shape_error_names_the_users_line_without_fake_tensor_noise(tmp_path):
     assert tail[1].strip() == "z = y @ w"
     assert tail[-1] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)"
     assert "step_at" not in err and "resume_at" not in err
+
+
+def _fails_to_compile(gm, example_inputs):
+    raise RuntimeError("planted: no kernel")
+
+
+def _fails_when_run(gm, example_inputs):
+    def run(*args):
+        raise RuntimeError("planted: the kernel crashed")
+    return run
+
+
+def sine_plus_one(x):
+    return x.sin() + 1
+
+
+@pytest.mark.parametrize("backend", [_fails_to_compile, _fails_when_run])
+def test_backend_fallback_warning_points_at_the_users_call(backend):
+    import inspect
+    from kiln.runtime.fallback import BackendFallbackWarning
+    kiln.reset()
+    compiled = kiln.compile(sine_plus_one, backend=backend)
+    x = torch.ones(3)
+    seen = []
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            line = inspect.currentframe().f_lineno + 1
+            result = compiled(x)
+        assert torch.equal(result, sine_plus_one(x))
+        fallbacks = [w for w in caught if issubclass(w.category, BackendFallbackWarning)]
+        for w in fallbacks:
+            assert (w.filename, w.lineno) == (__file__, line), (w.filename, w.lineno, str(w.message))
+        seen += fallbacks
+    assert len(seen) == 1           # once: the graph runs eagerly from then on

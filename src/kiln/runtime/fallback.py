@@ -43,7 +43,6 @@ their errors go straight to the frame's re-run.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Callable
 
 import torch
@@ -51,6 +50,7 @@ import torch
 from ..config import config
 from ..events import event
 from ..exc import BackendError
+from ..user_warnings import warn
 
 
 class BackendFallbackWarning(UserWarning):
@@ -82,10 +82,8 @@ def describe(error: BaseException, limit: int = 300) -> str:
 def warn_fallback(where: Where, when: str, error: Exception) -> None:
     """Report (``kiln.events``) and warn (one line) that ``where``'s graph runs eagerly after ``error``."""
     event("backend_fallback", graph=where.graph, backend_name=where.backend, when=when, error=error)
-    warnings.warn(
-        f"kiln: {where} failed {when}; running that graph eagerly ({describe(error)}). "
-        f"Set kiln.config.raise_on_backend_error = True to raise instead.",
-        BackendFallbackWarning, stacklevel=3)
+    warn(f"kiln: {where} failed {when}; running that graph eagerly ({describe(error)}). "
+         f"Set kiln.config.raise_on_backend_error = True to raise instead.", BackendFallbackWarning)
 
 
 def versions(tensors) -> tuple:
@@ -215,7 +213,7 @@ def run_frame_as_python(error: Exception, grad_mode: bool, rng: RngSnapshot | No
                f"Python without error; its result is eager's")
     if config.raise_on_backend_error:
         raise BackendError(message) from error
-    warnings.warn(message, BackendFallbackWarning, stacklevel=3)
+    warn(message, BackendFallbackWarning)
     return result
 
 
