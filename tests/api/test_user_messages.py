@@ -172,3 +172,48 @@ def test_backend_fallback_warning_points_at_the_users_call(backend):
             assert (w.filename, w.lineno) == (__file__, line), (w.filename, w.lineno, str(w.message))
         seen += fallbacks
     assert len(seen) == 1           # once: the graph runs eagerly from then on
+
+
+def prints_between(x):
+    y = x.sin()
+    print("between")
+    return y.cos() + undefined_name  # noqa: F821  (line +3: raises NameError after the break)
+
+
+def test_continuations_are_named_after_the_users_code(capsys):
+    """explain lists ``prints_between, from line N``, the trace's frame has that
+    qualname, and a traceback through the continuation reads ``in prints_between`` at
+    the user's line, as eager's does (no ``resume_at``/``step_at``)."""
+    import inspect
+    import traceback
+    from kiln.debug.explain import explain
+    first = inspect.getsourcelines(prints_between)[1]
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(prints_between, backend=counter)
+    with pytest.raises(NameError) as eager:
+        prints_between(torch.ones(2))
+    with pytest.raises(NameError) as got:
+        compiled(torch.ones(2))
+    assert str(got.value) == str(eager.value)
+    frames = traceback.extract_tb(got.value.__traceback__)
+    assert (frames[-1].name, frames[-1].lineno) == ("prints_between", first + 3)
+    assert not any(f.name.startswith(("resume_at", "step_at")) for f in frames)
+    assert counter.frame_count == 2
+    caches = [c for c in kiln.cache._CACHES.values() if c.code.co_name == "prints_between"]
+    names = sorted(c.code.co_qualname for c in caches)
+    # the continuation after the print (and one after the unknown name, which breaks too)
+    assert names[:2] == ["prints_between", f"prints_between, from line {first + 2}"], names
+    assert all(n.startswith("prints_between, from line ") for n in names[1:]), names
+
+    def no_error(x):
+        y = x.sin()
+        print("between")
+        return y.cos()
+
+    report = explain(no_error)(torch.ones(2))
+    line = inspect.getsourcelines(no_error)[1] + 2
+    assert [e.frame for e in report.entries] == [
+        "test_continuations_are_named_after_the_users_code.<locals>.no_error",
+        f"test_continuations_are_named_after_the_users_code.<locals>.no_error, from line {line}"]
+    assert "resume_at" not in str(report)
