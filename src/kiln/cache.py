@@ -19,6 +19,7 @@ from .config import config
 from .events import event, later
 from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
 from .runtime import caches
+from .runtime.fallback import FALLEN_BACK
 from .user_warnings import warn
 
 
@@ -152,6 +153,21 @@ def closure_key(fn) -> tuple:
         if isinstance(contents, types.FunctionType) and "<locals>" not in contents.__qualname__:
             key.append(id(contents))
     return tuple(key)
+
+
+def _forget_fallbacks(raise_on_backend_error: bool) -> None:
+    """``kiln.config.raise_on_backend_error`` turned on: the entries whose graph fell back
+    to eager (``runtime.fallback.FALLEN_BACK``) are dropped, so the next call compiles the
+    frame again and the backend's error is raised, as the setting says (a cached fallback
+    would keep running eagerly, silently)."""
+    if not raise_on_backend_error or not FALLEN_BACK:
+        return
+    for frame_cache in _CACHES.values():
+        frame_cache.entries = [e for e in frame_cache.entries if e.name not in FALLEN_BACK]
+    FALLEN_BACK.clear()
+
+
+config.watch("raise_on_backend_error", _forget_fallbacks)
 
 
 def cache_for(code, compiler, variant: tuple = ()) -> FrameCache:

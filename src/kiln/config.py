@@ -22,6 +22,9 @@ CHOICES = {"repro_after": ("", "capture", "aot"), "repro_level": ("error", "accu
 ENV_ALIASES = {"repro_after": "KILN_REPRO"}
 
 
+_WATCHERS: dict = {}     # setting name -> callbacks (Config.watch); not a cache: kept by reset
+
+
 @dataclass
 class Config:
     #: compiled entries allowed per code object before it runs eagerly with a warning
@@ -78,6 +81,14 @@ class Config:
             if name in CHOICES and value not in CHOICES[name]:
                 raise ValueError(f"kiln.config.{name} must be one of {CHOICES[name]}, got {value!r}")
         object.__setattr__(self, name, value)
+        for callback in _WATCHERS.get(name, ()):
+            callback(value)
+
+    def watch(self, name: str, callback) -> None:
+        """Call ``callback(value)`` after each assignment to setting ``name``: for a setting
+        whose effect is baked into what was compiled (``raise_on_backend_error`` and the
+        entries that fell back), so it takes effect on the next call without a reset."""
+        _WATCHERS.setdefault(name, []).append(callback)
 
     def log_enabled(self, kind: str) -> bool:
         return kind in self.logs

@@ -217,3 +217,26 @@ def test_continuations_are_named_after_the_users_code(capsys):
         "test_continuations_are_named_after_the_users_code.<locals>.no_error",
         f"test_continuations_are_named_after_the_users_code.<locals>.no_error, from line {line}"]
     assert "resume_at" not in str(report)
+
+
+@pytest.mark.parametrize("backend", [_fails_to_compile, _fails_when_run])
+def test_raise_on_backend_error_set_after_a_fallback_takes_effect(backend):
+    """A graph that fell back to eager is not reused once the setting is on: the next call
+    (of the same compiled function, or of a new kiln.compile of it) compiles again and
+    raises the backend's error."""
+    from kiln.exc import BackendError
+    kiln.reset()
+    compiled = kiln.compile(sine_plus_one, backend=backend)
+    x = torch.ones(3)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert torch.equal(compiled(x), sine_plus_one(x))       # fell back, with a warning
+            assert torch.equal(compiled(x), sine_plus_one(x))       # eagerly from then on
+        kiln.config.raise_on_backend_error = True
+        with pytest.raises(BackendError, match="planted"):
+            compiled(x)
+        with pytest.raises(BackendError, match="planted"):
+            kiln.compile(sine_plus_one, backend=backend)(x)
+    finally:
+        kiln.config.raise_on_backend_error = False

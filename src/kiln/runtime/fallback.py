@@ -51,6 +51,7 @@ from ..config import config
 from ..events import event
 from ..exc import BackendError
 from ..user_warnings import warn
+from . import caches
 
 
 class BackendFallbackWarning(UserWarning):
@@ -79,9 +80,17 @@ def describe(error: BaseException, limit: int = 300) -> str:
     return f"{type(error).__name__}: {line}"
 
 
+# names of the graphs (cache entries) that fell back to eager since the last time
+# ``config.raise_on_backend_error`` was set: ``cache.py`` drops those entries when it is
+# turned on, so the next call compiles again and raises
+FALLEN_BACK: set = set()
+caches.register("runtime.fallback.fallen_back", FALLEN_BACK.clear, FALLEN_BACK.__len__)
+
+
 def warn_fallback(where: Where, when: str, error: Exception) -> None:
     """Report (``kiln.events``) and warn (one line) that ``where``'s graph runs eagerly after ``error``."""
     event("backend_fallback", graph=where.graph, backend_name=where.backend, when=when, error=error)
+    FALLEN_BACK.add(where.graph)
     warn(f"kiln: {where} failed {when}; running that graph eagerly ({describe(error)}). "
          f"Set kiln.config.raise_on_backend_error = True to raise instead.", BackendFallbackWarning)
 
