@@ -240,3 +240,40 @@ def test_raise_on_backend_error_set_after_a_fallback_takes_effect(backend):
             kiln.compile(sine_plus_one, backend=backend)(x)
     finally:
         kiln.config.raise_on_backend_error = False
+
+
+def branches_on_data(x):
+    if x.sum() > 0:
+        return x * 2
+    return x - 1
+
+
+def test_break_reasons_say_the_fix():
+    """A data-dependent ``if`` says to use torch.where / torch.cond: in the fullgraph
+    error, in ``kiln explain`` and in ``kiln.metrics.breaks``."""
+    from kiln.debug.explain import explain
+    from kiln.exc import Unsupported
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(branches_on_data, backend=counter)
+    for x in (torch.ones(2), -torch.ones(2)):
+        assert torch.equal(compiled(x), branches_on_data(x))
+    assert counter.frame_count == 3            # the condition, then each side
+    (record,) = {str(b): b for b in kiln.metrics.breaks}.values()
+    assert "torch.where(cond, a, b)" in record.fix and "torch.cond(" in record.fix
+    report = str(explain(branches_on_data)(torch.ones(2)))
+    assert "     fix: compute both results and pick with torch.where(cond, a, b)" in report
+    with pytest.raises(Unsupported) as info:
+        kiln.compile(branches_on_data, fullgraph=True)(torch.ones(2))
+    assert str(info.value).splitlines()[-1].startswith("  fix: compute both results and pick with torch.where")
+
+
+def max_of_two(a, b):
+    return max(a, b) * 2
+
+
+def test_max_over_tensors_says_the_fix():
+    from kiln.exc import Unsupported
+    with pytest.raises(Unsupported) as info:
+        kiln.compile(max_of_two, fullgraph=True)(torch.ones(2), torch.zeros(2))
+    assert "fix: use torch.maximum(a, b)" in str(info.value)

@@ -94,6 +94,8 @@ class ExplainReport:
                 lines.append(f"     at {b.location or '?'}")
                 if b.source_line:
                     lines.append(f"       {b.source_line.strip()}")
+                if getattr(b, "fix", None):
+                    lines.append(f"     fix: {b.fix}")
             reasons = Counter(b.reason for b in self.breaks)
             if len(reasons) < len(self.breaks):
                 lines.append("")

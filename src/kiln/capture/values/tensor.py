@@ -14,7 +14,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException
 from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
 
 from ... import trace
-from ...exc import AutogradEngineCall, Unsupported
+from ...exc import DATA_DEPENDENT_IF, DATA_IN_PYTHON, AutogradEngineCall, Unsupported
 from ..graph import SYMBOLIC_TYPES, contains_fake, has_unbacked
 from ..sources import AsTensorSource, AttrSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, bound_attribute_type, const, no_attribute, type_lookup
@@ -123,7 +123,7 @@ class TensorValue(Value):
 
     # -- protocols ------------------------------------------------------------------
     def truth(self, tx):
-        raise Unsupported("branching on the value of a tensor (data-dependent control flow)")
+        raise Unsupported("branching on the value of a tensor (data-dependent control flow)", fix=DATA_DEPENDENT_IF)
 
     def length(self, tx):
         if self.fake.ndim == 0:
@@ -214,7 +214,8 @@ class TensorMethodValue(Value):
             if out is not None:
                 return out
         if name in DATA_DEPENDENT:
-            raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
+            raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python",
+                              fix=DATA_IN_PYTHON if name in ("item", "tolist", "__int__", "__float__") else None)
         if name == "backward":
             raise AutogradEngineCall(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if name in UNSUPPORTED_METHODS:
