@@ -17,7 +17,7 @@ from .capture.compile_frame import capture
 from .capture.dynamism import ShapePolicy
 from .config import config
 from .events import event, later
-from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
+from .exc import ArgumentError, KilnError, RecompileError, RecompileLimitReached, Unsupported
 from .runtime import caches
 from .runtime.fallback import FALLEN_BACK
 from .user_warnings import warn
@@ -39,6 +39,8 @@ class FrameCache:
         self.stale = False                      # set by kiln.reset()
 
     def call(self, fn, args, kwargs):
+        if config.stance == "force_eager":
+            return fn(*args, **kwargs)
         unfit = False
         try:
             for e in self.entries:
@@ -56,12 +58,22 @@ class FrameCache:
             return fn(*args, **kwargs)
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
+        if self.entries and config.stance != "default":
+            return self._stance_on_recompile(fn, args, kwargs)
         if len(self.entries) >= config.recompile_limit:
             return self._limit_reached(fn, args, kwargs)
         entry = self._capture(fn, args, kwargs)
         if entry is None:
             return fn(*args, **kwargs)
         return entry.run(entry.gather(fn, *args, **kwargs), fn, *args, **kwargs)
+
+    def _stance_on_recompile(self, fn, args, kwargs):
+        """A new entry is needed under a stance that forbids one (``kiln.set_stance``)."""
+        if config.stance == "fail_on_recompile":
+            reason = self.entries[-1].explain_guard(fn, *args, **kwargs)
+            raise RecompileError(f"kiln: {self.code.co_qualname} ({self.code.co_filename}:{self.code.co_firstlineno}) "
+                                 f"would recompile under set_stance('fail_on_recompile'): {reason}")
+        return fn(*args, **kwargs)          # eager_on_recompile: this call runs as Python
 
     def _limit_reached(self, fn, args, kwargs):
         reason = self.entries[-1].explain_guard(fn, *args, **kwargs) if self.entries else "?"

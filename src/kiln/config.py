@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, fields
 
 LOG_KINDS = ("graph", "guards", "code", "breaks", "recompiles", "bytecode")
 #: the allowed values of the string settings
-CHOICES = {"repro_after": ("", "capture", "aot"), "repro_level": ("error", "accuracy")}
+STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
+CHOICES = {"repro_after": ("", "capture", "aot"), "repro_level": ("error", "accuracy"), "stance": STANCES}
 #: environment variables with names other than KILN_<FIELD>
 ENV_ALIASES = {"repro_after": "KILN_REPRO"}
 
@@ -33,6 +34,11 @@ class Config:
     raise_on_backend_error: bool = False
     #: raise instead of warning when the recompile limit is reached
     error_on_recompile_limit: bool = False
+    #: what compiled functions do (kiln.set_stance, torch.compiler.set_stance's meaning):
+    #: "default"; "force_eager" (run as Python, compile nothing); "eager_on_recompile" (use
+    #: the entries there are, run as Python where a new one would be compiled);
+    #: "fail_on_recompile" (raise kiln.RecompileError where a new one would be compiled)
+    stance: str = "default"
     #: maximum depth of inlined user calls before Kiln refuses
     inline_depth_limit: int = 64
     #: the log kinds that are printed (see LOG_KINDS)

@@ -90,6 +90,11 @@ class BackendError(KilnError):
     """A backend raised while compiling or running a captured graph."""
 
 
+class RecompileError(KilnError):
+    """A frame needed a new entry under ``kiln.set_stance("fail_on_recompile")``; the
+    message names the frame and the guard that failed (what changed)."""
+
+
 class RecompileLimitReached(KilnError):
     """Raised only when ``config.error_on_recompile_limit`` is set."""
 

@@ -277,3 +277,63 @@ def test_max_over_tensors_says_the_fix():
     with pytest.raises(Unsupported) as info:
         kiln.compile(max_of_two, fullgraph=True)(torch.ones(2), torch.zeros(2))
     assert "fix: use torch.maximum(a, b)" in str(info.value)
+
+
+def doubled(x):
+    return x * 2
+
+
+@pytest.fixture
+def stance_reset():
+    yield
+    kiln.config.stance = "default"
+
+
+def test_stance_force_eager_compiles_nothing(stance_reset):
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(doubled, backend=counter)
+    with kiln.set_stance("force_eager"):
+        for x in (torch.ones(2), torch.ones(3, dtype=torch.float64)):
+            assert torch.equal(compiled(x), doubled(x))
+        assert counter.frame_count == 0 and not compiled.entries
+    assert kiln.config.stance == "default"
+    assert torch.equal(compiled(torch.ones(2)), doubled(torch.ones(2)))
+    assert (counter.frame_count, counter.op_count) == (1, 1)
+
+
+def test_stance_eager_on_recompile_uses_entries_and_runs_the_rest_eagerly(stance_reset):
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(doubled, backend=counter)
+    x, other = torch.ones(2), torch.ones(2, dtype=torch.float64)
+    compiled(x)
+    kiln.set_stance("eager_on_recompile")
+    for _ in range(2):
+        assert torch.equal(compiled(x), doubled(x))          # the entry is used
+        assert torch.equal(compiled(other), doubled(other))  # would recompile: runs as Python
+    assert counter.frame_count == 1 and len(compiled.entries) == 1
+    kiln.set_stance("default")
+    compiled(other)
+    assert counter.frame_count == 2
+
+
+def test_stance_fail_on_recompile_raises_naming_the_change(stance_reset):
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(doubled, backend=counter)
+    compiled(torch.ones(2))
+    with kiln.set_stance("fail_on_recompile"):
+        assert torch.equal(compiled(torch.ones(2)), doubled(torch.ones(2)))
+        with pytest.raises(kiln.RecompileError) as info:
+            compiled(torch.ones(2, dtype=torch.float64))
+        assert "doubled" in str(info.value) and "x.dtype: torch.float32 -> torch.float64" in str(info.value)
+        # a function compiled for the first time is not a recompile
+        assert torch.equal(kiln.compile(scale, backend=counter)(torch.ones(2)), scale(torch.ones(2)))
+    assert counter.frame_count == 2
+
+
+def test_unknown_stance_is_refused(stance_reset):
+    with pytest.raises(ValueError, match="must be one of"):
+        kiln.set_stance("nope")
+    assert kiln.config.stance == "default"
