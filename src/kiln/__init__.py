@@ -15,16 +15,16 @@ if not _opcodes.supported():  # pragma: no cover - checked on import
     )
 
 from . import backends, testing  # noqa: E402
-from .api import compile, disable, graph_break, reset  # noqa: E402,A004
+from .api import compile, disable, graph_break, reset, set_stance  # noqa: E402,A004
 from .markers import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: E402
 from .config import config  # noqa: E402
 from .debug.explain import explain  # noqa: E402
-from .exc import BackendError, KilnError, Unsupported  # noqa: E402
+from .exc import BackendError, KilnError, RecompileError, Unsupported  # noqa: E402
 from .exporting import export  # noqa: E402
 from .metrics import metrics  # noqa: E402
 
 __all__ = [
     "compile", "export", "disable", "graph_break", "reset", "config", "backends", "testing", "explain",
     "mark_dynamic", "maybe_mark_dynamic", "mark_static",
-    "metrics", "Unsupported", "KilnError", "BackendError",
+    "metrics", "Unsupported", "KilnError", "BackendError", "set_stance", "RecompileError",
 ]

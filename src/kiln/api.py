@@ -24,6 +24,7 @@ from . import backends as _backends
 from .backends import BucketSplittingBackend, options_hook
 from .cache import cache_for, closure_key
 from .compile_settings import TORCH_COMPILE_MODES, CompileSettings, freeze_options
+from .config import config
 from .distributed.ddp import active_bucket_layout
 from .distributed.module_state import share_module_state
 from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
@@ -281,6 +282,26 @@ def _wrapper_class(cls: type, forward, compiler: Compiler) -> type:
     # __dict__.
     _WRAPPER_CLASSES[key] = sub
     return sub
+
+
+class set_stance:
+    """``kiln.set_stance(stance)``: what compiled functions do from now on, with
+    ``torch.compiler.set_stance``'s meaning (``kiln.config.stance`` lists them):
+    ``"default"``, ``"force_eager"``, ``"eager_on_recompile"``, ``"fail_on_recompile"``.
+    Also a context manager (``with kiln.set_stance("force_eager"): ...``) that puts the
+    previous stance back on exit."""
+
+    def __init__(self, stance: str = "default"):
+        self.previous = config.stance
+        config.stance = stance          # validated by config: one of config.STANCES
+        self.stance = stance
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        config.stance = self.previous
+        return False
 
 
 def reset() -> None:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 import types
-import warnings
 
 from .capture import capture, ShapePolicy
 from .config import config
 from .events import event, later
-from .exc import ArgumentError, KilnError, RecompileLimitReached, Unsupported
-from .runtime import caches
+from .exc import ArgumentError, KilnError, RecompileError, RecompileLimitReached, Unsupported
+from .runtime import caches, FALLEN_BACK
+from .user_warnings import warn
 
 
 class KilnWarning(UserWarning):
@@ -37,18 +37,41 @@ class FrameCache:
         self.stale = False                      # set by kiln.reset()
 
     def call(self, fn, args, kwargs):
-        for e in self.entries:
-            handed = e.guard(fn, *args, **kwargs)
-            if handed is not False:
-                return e.run(handed, fn, *args, **kwargs)
+        if config.stance == "force_eager":
+            return fn(*args, **kwargs)
+        unfit = False
+        try:
+            for e in self.entries:
+                handed = e.guard(fn, *args, **kwargs)
+                if handed is not False:
+                    return e.run(handed, fn, *args, **kwargs)
+        except TypeError as error:
+            if not _guard_rejected_arguments(error):
+                raise
+            unfit = True
+        if unfit:
+            # the arguments do not fit the frame's signature (guards never raise otherwise):
+            # the call runs as Python, outside the except (no chained guard error), which
+            # raises eager's TypeError naming the user's function with its own counts
+            return fn(*args, **kwargs)
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
+        if self.entries and config.stance != "default":
+            return self._stance_on_recompile(fn, args, kwargs)
         if len(self.entries) >= config.recompile_limit:
             return self._limit_reached(fn, args, kwargs)
         entry = self._capture(fn, args, kwargs)
         if entry is None:
             return fn(*args, **kwargs)
         return entry.run(entry.gather(fn, *args, **kwargs), fn, *args, **kwargs)
+
+    def _stance_on_recompile(self, fn, args, kwargs):
+        """A new entry is needed under a stance that forbids one (``kiln.set_stance``)."""
+        if config.stance == "fail_on_recompile":
+            reason = self.entries[-1].explain_guard(fn, *args, **kwargs)
+            raise RecompileError(f"kiln: {self.code.co_qualname} ({self.code.co_filename}:{self.code.co_firstlineno}) "
+                                 f"would recompile under set_stance('fail_on_recompile'): {reason}")
+        return fn(*args, **kwargs)          # eager_on_recompile: this call runs as Python
 
     def _limit_reached(self, fn, args, kwargs):
         reason = self.entries[-1].explain_guard(fn, *args, **kwargs) if self.entries else "?"
@@ -59,7 +82,7 @@ class FrameCache:
         if config.error_on_recompile_limit:
             raise RecompileLimitReached(msg)
         if not self.warned_limit:
-            warnings.warn(msg, KilnWarning, stacklevel=4)
+            warn(msg, KilnWarning)
             self.warned_limit = True
         self.eager_reason = msg
         return fn(*args, **kwargs)
@@ -102,7 +125,16 @@ class FrameCache:
         self.eager_reason = reason
         if config.warn_on_fallback:
             where = f" at {location}" if location else ""
-            warnings.warn(f"kiln: running {self.code.co_name} eagerly: {reason}{where}", KilnWarning, stacklevel=5)
+            warn(f"kiln: running {self.code.co_name} eagerly: {reason}{where}", KilnWarning)
+
+
+def _guard_rejected_arguments(error: TypeError) -> bool:
+    """Whether ``error`` was raised by binding the arguments to a guard function itself
+    (the traceback's last frame is the caller's: the guard's body never started)."""
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code is FrameCache.call.__code__
 
 
 _CACHES: dict = {}
@@ -131,6 +163,21 @@ def closure_key(fn) -> tuple:
         if isinstance(contents, types.FunctionType) and "<locals>" not in contents.__qualname__:
             key.append(id(contents))
     return tuple(key)
+
+
+def _forget_fallbacks(raise_on_backend_error: bool) -> None:
+    """``kiln.config.raise_on_backend_error`` turned on: the entries whose graph fell back
+    to eager (``runtime.fallback.FALLEN_BACK``) are dropped, so the next call compiles the
+    frame again and the backend's error is raised, as the setting says (a cached fallback
+    would keep running eagerly, silently)."""
+    if not raise_on_backend_error or not FALLEN_BACK:
+        return
+    for frame_cache in _CACHES.values():
+        frame_cache.entries = [e for e in frame_cache.entries if e.name not in FALLEN_BACK]
+    FALLEN_BACK.clear()
+
+
+config.watch("raise_on_backend_error", _forget_fallbacks)
 
 
 def cache_for(code, compiler, variant: tuple = ()) -> FrameCache:

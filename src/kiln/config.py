@@ -17,9 +17,13 @@ from dataclasses import dataclass, field, fields
 
 LOG_KINDS = ("graph", "guards", "code", "breaks", "recompiles", "bytecode")
 #: the allowed values of the string settings
-CHOICES = {"repro_after": ("", "capture", "aot"), "repro_level": ("error", "accuracy")}
+STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
+CHOICES = {"repro_after": ("", "capture", "aot"), "repro_level": ("error", "accuracy"), "stance": STANCES}
 #: environment variables with names other than KILN_<FIELD>
 ENV_ALIASES = {"repro_after": "KILN_REPRO"}
+
+
+_WATCHERS: dict = {}     # setting name -> callbacks (Config.watch); not a cache: kept by reset
 
 
 @dataclass
@@ -30,6 +34,11 @@ class Config:
     raise_on_backend_error: bool = False
     #: raise instead of warning when the recompile limit is reached
     error_on_recompile_limit: bool = False
+    #: what compiled functions do (kiln.set_stance, torch.compiler.set_stance's meaning):
+    #: "default"; "force_eager" (run as Python, compile nothing); "eager_on_recompile" (use
+    #: the entries there are, run as Python where a new one would be compiled);
+    #: "fail_on_recompile" (raise kiln.RecompileError where a new one would be compiled)
+    stance: str = "default"
     #: maximum depth of inlined user calls before Kiln refuses
     inline_depth_limit: int = 64
     #: the log kinds that are printed (see LOG_KINDS)
@@ -88,6 +97,14 @@ class Config:
             if name in CHOICES and value not in CHOICES[name]:
                 raise ValueError(f"kiln.config.{name} must be one of {CHOICES[name]}, got {value!r}")
         object.__setattr__(self, name, value)
+        for callback in _WATCHERS.get(name, ()):
+            callback(value)
+
+    def watch(self, name: str, callback) -> None:
+        """Call ``callback(value)`` after each assignment to setting ``name``: for a setting
+        whose effect is baked into what was compiled (``raise_on_backend_error`` and the
+        entries that fell back), so it takes effect on the next call without a reset."""
+        _WATCHERS.setdefault(name, []).append(callback)
 
     def log_enabled(self, kind: str) -> bool:
         return kind in self.logs

@@ -89,7 +89,7 @@ def _graph_text(f: Fields) -> str:
 def _count_break(m: Metrics, f: Fields) -> None:
     if f["counted"]:
         error = f["error"]
-        m.breaks.append(BreakRecord(error.reason, error.location, error.source_line))
+        m.breaks.append(BreakRecord(error.reason, error.location, error.source_line, getattr(error, "fix", None)))
 
 
 def _count_fallback(m: Metrics, f: Fields) -> None:

@@ -23,6 +23,9 @@ class Unsupported(KilnError):
       compiled), both set by the tracer where it stops;
     * ``root_index``: the compiled frame's instruction where the break goes (the call
       that led to the step, when it is inside an inlined function);
+    * ``fix``: where the construct has one, how to write it so that it is captured
+      (``torch.where`` for a data-dependent ``if``), shown with the reason in the error,
+      ``kiln explain``, the report and the logs, as torch.compile's explanations do;
     * ``fatal`` (a class attribute, or set by a subclass): Python itself could not run
       the step either (a higher-order operator's rule is broken), so no break helps and
       the error reaches the user in every mode.
@@ -30,8 +33,10 @@ class Unsupported(KilnError):
 
     fatal: bool = False
 
-    def __init__(self, msg: str, *, location: str | None = None, source_line: str | None = None):
+    def __init__(self, msg: str, *, location: str | None = None, source_line: str | None = None,
+                 fix: str | None = None):
         self.reason = msg
+        self.fix = fix
         self.location = location
         self.source_line = source_line
         self.user_stack: list[tuple[str, str]] | None = None
@@ -45,6 +50,8 @@ class Unsupported(KilnError):
             text += f"\n  at {self.location}"
             if self.source_line:
                 text += f"\n    {self.source_line.strip()}"
+        if self.fix:
+            text += f"\n  fix: {self.fix}"
         return text
 
     def with_location(self, location: str, source_line: str | None) -> "Unsupported":
@@ -54,6 +61,15 @@ class Unsupported(KilnError):
             self.source_line = source_line
             self.args = (self._render(),)
         return self
+
+
+# Fixes for the breaks that have one (``Unsupported.fix``): the rewrites that keep the code
+# in one graph, in the words torch.compile's explanations use
+DATA_DEPENDENT_IF = ("compute both results and pick with torch.where(cond, a, b), or keep the branch in the "
+                     "graph with torch.cond(pred, true_fn, false_fn, (x,))")
+DATA_IN_PYTHON = ("keep the value a tensor (use it in torch ops, or torch.where for a choice); .item() of a "
+                  "0-d tensor is captured where it only feeds ops")
+TENSOR_MIN_MAX = "use torch.maximum(a, b) / torch.minimum(a, b), or torch.stack([...]).max(0)"
 
 
 class AutogradEngineCall(Unsupported):
@@ -78,6 +94,11 @@ class ConstraintViolation(KilnError):
 
 class BackendError(KilnError):
     """A backend raised while compiling or running a captured graph."""
+
+
+class RecompileError(KilnError):
+    """A frame needed a new entry under ``kiln.set_stance("fail_on_recompile")``; the
+    message names the frame and the guard that failed (what changed)."""
 
 
 class RecompileLimitReached(KilnError):

@@ -13,10 +13,12 @@ class BreakRecord:
     reason: str
     location: str | None = None
     source_line: str | None = None
+    fix: str | None = None        # how to write it so that it is captured (Unsupported.fix)
 
     def __str__(self) -> str:
         loc = f" at {self.location}" if self.location else ""
-        return f"{self.reason}{loc}"
+        fix = f" (fix: {self.fix})" if self.fix else ""
+        return f"{self.reason}{loc}{fix}"
 
 
 @dataclass

@@ -214,7 +214,8 @@ def graph_break(error, counted: bool) -> None:
     """
     _record("break", {"reason": error.reason, "location": error.location,
                       "source_line": (error.source_line or "").strip() or None,
-                      "stack": _stack_of(error), "depth": error.depth, "counted": counted})
+                      "stack": _stack_of(error), "depth": error.depth, "counted": counted,
+                      "fix": getattr(error, "fix", None)})
 
 
 @_safe

@@ -22,7 +22,7 @@ def test_cpu_entry_rejects_a_meta_tensor_and_recompiles():
     assert ".is_cpu" in entry.guard_source
     meta = torch.empty(3, device="meta")
     assert entry.guard(f, meta) is False
-    assert "device cpu" in entry.explain_guard(f, meta)
+    assert "x.device: cpu -> meta" in entry.explain_guard(f, meta)
     out = compiled(meta)
     assert out.device.type == "meta" and out.shape == (3,)
     assert counter.frame_count == 2

@@ -284,7 +284,7 @@ def test_guards_name_the_module_and_are_shared_by_both_reads():
         assert entry.guard_source.count("['_variable']") == 1
         other._variable = 7
         assert entry.explain_guard(fn, x) == \
-            "expected global '_variable' of module tests.mutation.globals_other == 0"
+            "global '_variable' of module tests.mutation.globals_other: 0 -> 7"
         assert torch.equal(compiled(x), fn(x))
         assert counter.frame_count == 2
     finally:

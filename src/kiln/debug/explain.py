@@ -94,6 +94,8 @@ class ExplainReport:
                 lines.append(f"     at {b.location or '?'}")
                 if b.source_line:
                     lines.append(f"       {b.source_line.strip()}")
+                if getattr(b, "fix", None):
+                    lines.append(f"     fix: {b.fix}")
             reasons = Counter(b.reason for b in self.breaks)
             if len(reasons) < len(self.breaks):
                 lines.append("")
@@ -141,8 +143,12 @@ def explain(fn, backend="eager"):
         report.recompiles = metrics.recompiles - recompiles_before
         for key, frame_cache in list(cache._CACHES.items()):
             if key[1] == id(recorder):
+                # the user's name for the frame: a continuation's qualname says where it
+                # resumes (``f, after line 40``)
+                code = frame_cache.code
                 for e in frame_cache.entries:
-                    report.entries.append(EntryInfo(e.name, e.guard_count, e.guard_source))
+                    report.entries.append(EntryInfo(getattr(code, "co_qualname", code.co_name), e.guard_count,
+                                                    e.guard_source))
         return report
 
     return run

@@ -26,6 +26,7 @@ class Break:
     stack: list                  # [{file, line, location, source}], outermost call first
     frame: dict | None = None
     capture: "Capture | None" = None
+    fix: str | None = None       # Kiln's own fix for this break (Unsupported.fix), before the hint table
 
     @property
     def file(self) -> str | None:
@@ -240,7 +241,7 @@ class _Builder:
             c.breaks.append(r)
         if r.get("counted", True):
             self.report.breaks.append(Break(0, "break", r["reason"], r.get("location"), r.get("source_line"),
-                                            r.get("stack") or [], c.frame if c else None, c))
+                                            r.get("stack") or [], c.frame if c else None, c, r.get("fix")))
 
     def on_fallback(self, r):
         c = self._capture_of(r)

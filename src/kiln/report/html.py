@@ -191,6 +191,8 @@ def _break_body(b) -> str:
     if b.frame:
         rows.append(f"<div>In frame <code>{escape(b.frame.get('qualname') or b.frame.get('name') or '?')}"
                     f"</code> ({escape(b.kind)})</div>")
+    if getattr(b, "fix", None):
+        rows.append(f'<div class="hint">Fix: {escape(b.fix)}</div>')
     rows.append(f'<div class="hint">{escape(hint_for(b.reason, b.file))}</div>')
     return "".join(rows)
 

@@ -37,6 +37,7 @@ from .contexts import (  # noqa: F401
 from .fallback import (  # noqa: F401
     BackendFallbackWarning,
     CHECK_FAILED,
+    FALLEN_BACK,
     GraphCall,
     InputSnapshot,
     RngSnapshot,
@@ -45,6 +46,7 @@ from .fallback import (  # noqa: F401
     run_frame_as_python,
     warn_fallback,
 )
+from .guard_changes import describe_change  # noqa: F401
 from .guard_plan import make_guard  # noqa: F401
 from .iterators import REBUILDERS, SEQUENCE_ITERATORS, advanced, remaining_items  # noqa: F401
 from .objects import container_subclass, rebuild_exception, replay_set  # noqa: F401

@@ -43,7 +43,6 @@ their errors go straight to the frame's re-run.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Callable
 
 import torch
@@ -51,6 +50,8 @@ import torch
 from ..config import config
 from ..events import event
 from ..exc import BackendError
+from ..user_warnings import warn
+from . import caches
 
 
 #: how a run-time check in a graph says it failed (``capture/semantics/runtime_checks.py``): the
@@ -93,13 +94,19 @@ def describe(error: BaseException, limit: int = 300) -> str:
     return f"{type(error).__name__}: {line}"
 
 
+# names of the graphs (cache entries) that fell back to eager since the last time
+# ``config.raise_on_backend_error`` was set: ``cache.py`` drops those entries when it is
+# turned on, so the next call compiles again and raises
+FALLEN_BACK: set = set()
+caches.register("runtime.fallback.fallen_back", FALLEN_BACK.clear, FALLEN_BACK.__len__)
+
+
 def warn_fallback(where: Where, when: str, error: Exception) -> None:
     """Report (``kiln.events``) and warn (one line) that ``where``'s graph runs eagerly after ``error``."""
     event("backend_fallback", graph=where.graph, backend_name=where.backend, when=when, error=error)
-    warnings.warn(
-        f"kiln: {where} failed {when}; running that graph eagerly ({describe(error)}). "
-        f"Set kiln.config.raise_on_backend_error = True to raise instead.",
-        BackendFallbackWarning, stacklevel=3)
+    FALLEN_BACK.add(where.graph)
+    warn(f"kiln: {where} failed {when}; running that graph eagerly ({describe(error)}). "
+         f"Set kiln.config.raise_on_backend_error = True to raise instead.", BackendFallbackWarning)
 
 
 def versions(tensors) -> tuple:
@@ -232,7 +239,7 @@ def run_frame_as_python(error: Exception, grad_mode: bool, rng: RngSnapshot | No
                f"Python without error; its result is eager's")
     if config.raise_on_backend_error:
         raise BackendError(message) from error
-    warnings.warn(message, BackendFallbackWarning, stacklevel=3)
+    warn(message, BackendFallbackWarning)
     return result
 
 

@@ -10,9 +10,13 @@ right costs one attribute read:
 * ``not_a_view``: an output eager computes as a new tensor that a functional inference
   graph returned as a view;
 * ``view_of_detached``: an output that is a view of a detached alias of an input
-  (``x.data[1:]``), which AOTAutograd returns on the input's memory but not as a view;
-* ``rebuild_view``: an output that is a view of another output, returned as a copy,
-  when symbolic sizes keep its layout from being a constant of the glue;
+  (``x.data[1:]``, or a view of an input that is itself a view), which AOTAutograd
+  returns on the input's memory but not as a view, and a copying backend as a copy;
+* ``rebuild_view``: an output that is a view of another output, returned as a copy.
+
+A view is rebuilt with eager's layout (the trace's, relative to the tensor it is
+rebuilt on: ``capture.frames.view_layout``), never with the returned tensor's own layout on
+other memory; where the glue cannot work eager's out, the returned tensor is kept.
 * ``named_like_eager``: an output of a graph compiled as one autograd node shows
   eager's ``grad_fn`` name;
 * ``gradients_through_reached_outputs``: a backward from some outputs of such a graph
@@ -24,7 +28,6 @@ import functools
 
 import torch
 
-from ..exc import BackendError
 from . import caches
 
 
@@ -35,20 +38,35 @@ def not_a_view(t: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten._unsafe_view(t, t.shape) if t.requires_grad else t.detach()
 
 
-def view_of_detached(source: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """``t`` (on ``source``'s memory) as a view of a detached alias of ``source``, as eager
-    has ``x.data[1:]``: its layout is the returned tensor's."""
-    return source.detach().as_strided(t.size(), t.stride(), t.storage_offset())
+def view_of_detached(source: torch.Tensor, t: torch.Tensor, size=None, stride=None, offset=None) -> torch.Tensor:
+    """``t`` as a view of a detached alias of ``source``, as eager has ``x.data[1:]``.
+    ``size``/``stride``/``offset``: eager's layout of the view in ``source``'s memory (the
+    trace's, worked out by the glue); None where the glue could not work it out.  Then
+    ``t``'s own layout is used only if ``t`` lies in ``source``'s memory (AOTAutograd
+    returns it there, not as a view); a copy elsewhere is returned as it is: its layout
+    says nothing about where the view lies in ``source`` (right values over eager's
+    aliasing)."""
+    if size is not None:
+        return source.detach().as_strided(size, stride, offset)
+    if _same_memory(t, source):
+        return source.detach().as_strided(t.size(), t.stride(), t.storage_offset())
+    return t
 
 
-def rebuild_view(t, base, i: int, j: int):
-    """Output ``t`` as a view of output ``base`` (with symbolic sizes the traced layout is
-    not a constant: ``t``'s own layout is used, which is the view's if the backend gave
-    the same memory, e.g. as a view of another alias of it)."""
-    if t.untyped_storage().data_ptr() == base.untyped_storage().data_ptr():
+def rebuild_view(t, base, size=None, stride=None, offset=None):
+    """Output ``t`` as a view of output ``base``, as in eager.  ``size``/``stride``/
+    ``offset``: eager's layout in ``base``'s memory, or None where the glue could not
+    work it out (a symbol read from tensor data): then ``t``'s own layout is used only
+    if ``t`` lies in ``base``'s memory, and a copy is returned as it is."""
+    if size is not None:
+        return base.as_strided(size, stride, offset)
+    if _same_memory(t, base):
         return base.as_strided(t.size(), t.stride(), t.storage_offset())
-    raise BackendError(f"the backend returned graph output {i} as a copy, but it is a view of output {j} "
-                       f"(in eager too); with symbolic sizes Kiln cannot rebuild the view")
+    return t
+
+
+def _same_memory(t: torch.Tensor, other: torch.Tensor) -> bool:
+    return t.untyped_storage().data_ptr() == other.untyped_storage().data_ptr()
 
 
 def named_like_eager(t: torch.Tensor, name: str) -> torch.Tensor:

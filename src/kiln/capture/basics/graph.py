@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import operator
 import re
 from typing import Any
@@ -46,6 +47,23 @@ from ...fx_ops import count_ops
 from ...backends import DrawWatcher
 
 SYMBOLIC_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+class _MetaErrorsKilnHandles(logging.Filter):
+    """Drops torch's log of a meta kernel that raised (``failed while attempting to run
+    meta for aten.mm.default`` and its traceback, at ERROR level) while Kiln runs an op on
+    fakes: Kiln handles that error itself (a graph break, after which the op raises
+    eager's error at the user's line; or a clear ``Unsupported``), so the log is only
+    noise before the real error.  Outside Kiln's op runs the log is left alone."""
+
+    active = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.active and str(record.msg).startswith("failed while attempting to run meta"))
+
+
+_QUIET_META = _MetaErrorsKilnHandles()
+logging.getLogger("torch._subclasses.fake_tensor").addFilter(_QUIET_META)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +268,7 @@ class GraphBuilder:
     def call(self, kind: str, target, node_args: tuple, node_kwargs: dict, fake_args: tuple, fake_kwargs: dict):
         """Record one op and run it on fakes; returns (node, fake_result)."""
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
+        _QUIET_META.active += 1
         try:
             with self.fake_mode, DrawWatcher.of(self.fake_mode).watching() as draws:   # see random_draws.py
                 if kind == "call_method":
@@ -271,6 +290,8 @@ class GraphBuilder:
             self.graph.erase_node(node)
             raise Unsupported(f"{_target_name(target)} failed while Kiln propagated tensor metadata: "
                               f"{type(e).__name__}: {e}") from e
+        finally:
+            _QUIET_META.active -= 1
         node.meta["example_value"] = result
         node.meta["kiln_draws"] = tuple(draws)   # eager's draws: see random_draws.py
         # a size or number this op computes from tensor data is a new unbacked symbol, bound

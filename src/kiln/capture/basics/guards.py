@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...runtime import autocast_state, guard_plan as gp
+from ...runtime import autocast_state, describe_change, guard_plan as gp
 from .sources import AttrSource, ClosureSource, ConstSource, FnSource, GlobalSource, ItemSource, LocalSource, \
     Namespace, Source
 
@@ -36,6 +36,10 @@ class Guard:
     description: str    # user-facing sentence fragment
     uses: tuple = ()    # extra sources the check reads ({v1}, {v2}...)
     plan: tuple | None = None   # the check as accelerator steps (module docstring); None: its text
+    # for a recompile message with both sides (``runtime.guard_changes``): what the check
+    # expected, and the expression of what it reads (``{v}``: the source's value); None: none
+    expected: object = None
+    actual: str | None = None
 
 
 class GuardSet:
@@ -61,11 +65,14 @@ class GuardSet:
         return out
 
     def add(self, kind: str, source: Source | None, check: str, description: str, uses: tuple = (),
-            plan: tuple | None = None):
-        """``plan``: ``check`` as accelerator steps (see the module docstring), if it has them."""
+            plan: tuple | None = None, change: tuple | None = None):
+        """``plan``: ``check`` as accelerator steps (see the module docstring), if it has them;
+        ``change``: ``(expected, actual)``, what a failure message shows on each side (see
+        ``Guard``); without it the message is the description."""
         key = (source, check, uses)
         if key not in self._guards:
-            self._guards[key] = Guard(kind, source, check, description, uses, plan)
+            expected, actual = change if change is not None else (None, None)
+            self._guards[key] = Guard(kind, source, check, description, uses, plan, expected, actual)
 
     # -- the kinds ----------------------------------------------------------------
     def identity(self, source: Source, obj, what: str = "object"):
@@ -75,7 +82,7 @@ class GuardSet:
     def type_is(self, source: Source, obj):
         t = type(obj)
         self.add("type", source, f"type({{v}}) is {self.ns.ref(t)}", f"type({source.describe()}) is {t.__name__}",
-                 plan=(("type", t),))
+                 plan=(("type", t),), change=(t, "{v}"))
 
     def constant(self, source: Source, value):
         plan = (("type", type(value)), ("eq", value))
@@ -96,19 +103,19 @@ class GuardSet:
             plan = (("eq" if isinstance(value, torch.device) else "is", value),)
         else:
             check = f"type({{v}}) is {self.ns.ref(type(value))} and {{v}} == {self.ns.ref(value)}"
-        self.add("const", source, check, f"{source.describe()} == {value!r}", plan=plan)
+        self.add("const", source, check, f"{source.describe()} == {value!r}", plan=plan, change=(value, "{v}"))
 
     def length(self, source: Source, obj):
         self.type_is(source, obj)
         self.add("len", source, f"len({{v}}) == {len(obj)}", f"len({source.describe()}) == {len(obj)}",
-                 plan=(("len", len(obj)),))
+                 plan=(("len", len(obj)),), change=(len(obj), "{v}"))
 
     def dict_keys(self, source: Source, d: dict):
         self.type_is(source, d)
         keys = list(d.keys())
         if all(type(k) in (str, int) for k in keys):
             self.add("keys", source, f"list({{v}}) == {literal(keys)}", f"{source.describe()} has keys {keys!r}",
-                     plan=(("keys", keys),))
+                     plan=(("keys", keys),), change=(keys, "{v}"))
         else:
             # by identity: == on tensor keys (optimizer state) would compare values, and raise
             ref = self.ns.ref(keys)
@@ -143,34 +150,42 @@ class GuardSet:
         static = lambda xs: None if xs is None else tuple(x if type(x) is int else None for x in xs)  # noqa: E731
         plan = (("tensor", type(t), t.dtype, None if t.device.type == "cpu" else t.device, t.requires_grad,
                  static(sizes), static(strides)),)
-        self.add("tensor", source, " and ".join(parts), desc, plan=plan)
+        self.add("tensor", source, " and ".join(parts), desc, plan=plan,
+                 change=((type(t), t.dtype, t.device, t.requires_grad, static(sizes), static(strides)), "{v}"))
 
     def shape(self, sources: list, check: str, description: str):
         """A guard the ShapeEnv recorded on symbolic sizes; ``check`` reads ``{v}``, ``{v1}``...
         for ``sources`` in order."""
-        self.add("shape", sources[0], check, description, uses=tuple(sources[1:]))
+        self.add("shape", sources[0], check, description, uses=tuple(sources[1:]), change=(description, "{v}"))
 
     def same_object(self, source: Source, other: Source):
         self.add("alias", source, "{v} is {v1}", f"{source.describe()} is {other.describe()}", uses=(other,),
                  plan=(("same",),))
 
     def global_state(self):
-        self.add("global_state", None, f"{self.ns.ref(torch.is_grad_enabled)}() is {torch.is_grad_enabled()}",
-                 f"grad mode is {'enabled' if torch.is_grad_enabled() else 'disabled'}",
-                 plan=(("call_is", torch.is_grad_enabled, torch.is_grad_enabled()),))
+        grad, mode = self.ns.ref(torch.is_grad_enabled), _mode_word(torch.is_grad_enabled())
+        self.add("global_state", None, f"{grad}() is {torch.is_grad_enabled()}", f"grad mode is {mode}",
+                 plan=(("call_is", torch.is_grad_enabled, torch.is_grad_enabled()),),
+                 change=(mode, f"{self.ns.ref(_mode_word)}({grad}())"))
         # the default dtype decides what factory calls (torch.ones(2)) make
         dtype = torch.get_default_dtype()
         self.add("global_state", None, f"{self.ns.ref(torch.get_default_dtype)}() is {self.ns.ref(dtype)}",
-                 f"the default dtype is {dtype}", plan=(("call_is", torch.get_default_dtype, dtype),))
+                 f"the default dtype is {dtype}", plan=(("call_is", torch.get_default_dtype, dtype),),
+                 change=(dtype, f"{self.ns.ref(torch.get_default_dtype)}()"))
         # autocast changes what every op computes (and backends bake it in): one cheap
         # check when it is off, the full (device, dtype) state when it is on
         if not torch._C._is_any_autocast_enabled():
             self.add("global_state", None, f"{self.ns.ref(torch._C._is_any_autocast_enabled)}() is False",
-                     "autocast is off", plan=(("call_is", torch._C._is_any_autocast_enabled, False),))
+                     "autocast is off", plan=(("call_is", torch._C._is_any_autocast_enabled, False),),
+                     change=("off", "'on'"))
         else:
             state = autocast_state()
             self.add("global_state", None, f"{self.ns.ref(autocast_state)}() == {literal(state)}",
-                     f"autocast state is {state}")
+                     f"autocast state is {state}", change=(state, f"{self.ns.ref(autocast_state)}()"))
+
+
+def _mode_word(on: bool) -> str:
+    return "enabled" if on else "disabled"
 
 
 def literal(value) -> str:
@@ -229,7 +244,7 @@ class GuardCodegen:
                 fmt[f"v{i}"] = value_of(u)
             check = g.check.format(**fmt)
             lines.append(f"if not ({check}):")
-            lines.append(f"    {on_fail(g)}")
+            lines.append(f"    {on_fail(g, fmt)}")
         if handoff:
             lines.append(f"return ({''.join(value_of(s) + ', ' for s in handoff)})")
         return lines
@@ -240,7 +255,7 @@ class GuardCodegen:
         the glue takes, so the glue does not walk the same attribute chains again
         (``True`` when there is nothing to hand off)."""
         out = [f"def {name}({self.params}):", "    try:"]
-        out += ["        " + l for l in self._body(lambda g: "return False", handoff)]
+        out += ["        " + l for l in self._body(lambda g, fmt: "return False", handoff)]
         if not handoff:            # else the body ends returning the handed-off values
             out.append("        return True")
         out += ["    except Exception:", "        return False"]
@@ -298,10 +313,21 @@ class GuardCodegen:
 
     def explain_source(self, name: str) -> str:
         out = [f"def {name}({self.params}):", "    try:"]
-        out += ["        " + l for l in self._body(lambda g: f"return {('expected ' + g.description)!r}")]
+        out += ["        " + l for l in self._body(self._failure)]
         out += ["        return None", "    except Exception as e:",
                 "        return f'a guard raised {type(e).__name__}: {e}'"]
         return "\n".join(out) + "\n"
+
+
+    def _failure(self, g: Guard, fmt: dict) -> str:
+        """The explain twin's line for a failed guard: what changed (both sides, from
+        ``runtime.guard_changes``), or what was expected."""
+        if g.actual is None:
+            return f"return {('expected ' + g.description)!r}"
+        # a global state's name is its description's subject ("grad mode is enabled")
+        name = g.source.describe() if g.source is not None else g.description.split(" is ")[0]
+        return (f"return {self.ns.ref(describe_change)}({g.kind!r}, {name!r}, {self.ns.ref(g.expected)}, "
+                f"{g.actual.format(**fmt)}, {g.description!r})")
 
 
 _CHECK_CODES = {"is": gp.C_IS, "type": gp.C_TYPE, "eq": gp.C_EQ, "len": gp.C_LEN, "tensor": gp.C_TENSOR,

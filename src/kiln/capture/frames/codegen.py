@@ -27,6 +27,7 @@ from ..basics import GuardCodegen, Namespace
 from ..values import DELETED, GENERIC_SETATTRS, lookup_class_attr, slot_names, SymNodeValue, Value
 from ..values import TensorValue
 from ...runtime import make_guard
+from .view_layout import LayoutRenderer, view_source_node
 
 _LITERAL_TYPES = (int, str, bool, type(None), bytes)
 
@@ -162,9 +163,10 @@ class Codegen:
             [n.meta["example_value"] for n in graph.bases]
         if graph.dead:       # outputs only so that their ops run: freed now, as eager frees them
             self.lines.append(f"___o = ___o[:{len(fakes)}]")
+        nodes = [v.node if isinstance(v, TensorValue) else None for v in needed] + list(graph.bases)
         input_fakes = [n.meta.get("example_value") for n, _, _ in live]
         listed = self.realias_outputs(fakes, self.non_view_outputs(fakes, input_fakes))
-        listed = self.views_of_input_aliases(fakes, input_fakes, [self.source_expr(s) for _, s, _ in live], listed)
+        listed = self.views_of_input_aliases(fakes, nodes, live, listed)
         reach = output_reach(fakes[:len(needed)], input_fakes)
         if one_node and reach is not None:
             self.lines.append(f"{self.ref(gradients_through_reached_outputs)}(___o, ({inputs}{',' if live else ''}), "
@@ -327,11 +329,11 @@ class Codegen:
         """Outputs that are views of another output in the trace are views of it after the
         call too.  ``fakes``: the traced tensor of each graph output (None for other
         values).  A backend that returns such a view as a copy (a functionalized inference
-        graph) gets it rebuilt from the base with the traced size/stride/offset; the check is
-        one storage comparison per such output, emitted only where the trace has one.  With
-        symbolic sizes the traced layout is not a constant: the view is rebuilt with the
-        returned tensor's layout if it shares the base's memory, else ``BackendError``
-        (AOTAutograd returns the view itself, from a base that is an output)."""
+        graph) gets it rebuilt from the base with the traced size/stride/offset relative to
+        the base (symbolic sizes rendered over the inputs: ``view_layout``); the check is
+        one ``_base`` comparison per such output, emitted only where the trace has one.
+        Where the layout cannot be rendered, ``runtime.outputs.rebuild_view`` keeps what
+        the backend returned unless it lies in the base's memory."""
         # the owner of a storage: an output that is not a view (dtype reinterpretations,
         # ``x.view(torch.int32)``, are not views to autograd but share the storage)
         owners = {}
@@ -351,11 +353,9 @@ class Codegen:
             if base.element_size() != fake.element_size():
                 continue
             cast = "" if base.dtype == fake.dtype else f".view({self.ref(fake.dtype)})"
-            layout = (tuple(fake.shape), fake.stride(), fake.storage_offset())
-            symbolic = any(isinstance(x, torch.SymInt) for part in layout
-                           for x in (part if isinstance(part, tuple) else (part,)))
             if not fake._is_view():
                 # a dtype reinterpretation of the whole base (not a view to autograd)
+                layout = (tuple(fake.shape), fake.stride(), fake.storage_offset())
                 if not cast or layout != (tuple(base.shape), base.stride(), base.storage_offset()):
                     continue
                 cond, text = (f"___o[{i}].untyped_storage().data_ptr() != ___o[{j}].untyped_storage().data_ptr()",
@@ -366,10 +366,11 @@ class Codegen:
                 # lose its autograd history
                 continue
             else:
-                # also when the storage is shared but the result is no autograd view (inductor)
-                cond, text = f"___o[{i}]._base is not ___o[{j}]", f"___o[{j}]{cast}.as_strided{layout}"
-            if symbolic:
-                text = f"{self.ref(rebuild_view)}(___o[{i}], ___o[{j}]{cast}, {i}, {j})"
+                # also when the storage is shared but the result is no autograd view (inductor);
+                # eager's layout relative to the base (``view_layout``), else what came back
+                layout = self.layouts().layout(fake, base, f"___o[{j}]")
+                cond = f"___o[{i}]._base is not ___o[{j}]"
+                text = f"{self.ref(rebuild_view)}(___o[{i}], ___o[{j}]{cast}{', ' + layout if layout else ''})"
             fixes.append((cond, i, text))
         if fixes and not listed:
             self.lines.append("___o = list(___o)")
@@ -390,27 +391,39 @@ class Codegen:
             self.lines.append(f"if ___o[{i}]._is_view(): ___o[{i}] = {self.ref(not_a_view)}(___o[{i}])")
         return bool(fixes)
 
-    def views_of_input_aliases(self, fakes: list, input_fakes: list, input_exprs: list, listed: bool) -> bool:
+    def views_of_input_aliases(self, fakes: list, nodes: list, live: list, listed: bool) -> bool:
         """An output that is a view of a detached alias of an input (``x.data[1:]``,
-        ``x.detach()[0]``) is such a view after the call too: AOTAutograd returns it on the
-        input's memory but not as a view (``runtime.outputs.view_of_detached``).  Returns
-        whether ``___o`` is a list."""
-        inputs = {}
-        for f, e in zip(input_fakes, input_exprs):
+        ``x.detach()[0]``), or a view of an input that is itself a view, is such a view
+        after the call too: AOTAutograd returns it on the input's memory but not as a
+        view, a backend that copies outputs as a copy (``runtime.outputs.view_of_detached``).
+        It is rebuilt on the input it views in the trace (``view_layout.view_source_node``)
+        with the traced layout relative to that input.  Returns whether ``___o`` is a list."""
+        inputs, by_node = {}, {}
+        for n, s, _ in live:
+            f = n.meta.get("example_value")
             if isinstance(f, torch.Tensor):
-                inputs.setdefault(storage(f), (f, e))
+                inputs.setdefault(storage(f), (f, self.source_expr(s)))
+                by_node[n] = (f, self.source_expr(s))
         for i, fake in enumerate(fakes):
             if not isinstance(fake, torch.Tensor) or not fake._is_view():
                 continue
             base, source = fake._base, inputs.get(storage(fake))
             if source is None or base is source[0] or base.requires_grad or base.dtype != source[0].dtype:
                 continue
+            found = view_source_node(nodes[i], set(by_node)) if nodes[i] is not None else None
+            layout = None
+            if found is not None:
+                source = by_node[found]
+                layout = self.layouts().layout(fake, source[0], source[1])
             if not listed:
                 self.lines.append("___o = list(___o)")
                 listed = True
             self.lines.append(f"if not ___o[{i}]._is_view(): ___o[{i}] = "
-                              f"{self.ref(view_of_detached)}({source[1]}, ___o[{i}])")
+                              f"{self.ref(view_of_detached)}({source[1]}, ___o[{i}]{', ' + layout if layout else ''})")
         return listed
+
+    def layouts(self) -> LayoutRenderer:
+        return LayoutRenderer(self.state.builder, self.source_expr)
 
     def name_grad_fns_like_eager(self, fakes: list, used: int, input_fakes: list, listed: bool):
         """Each of the first ``used`` outputs that the graph computes fresh (not a view, not

@@ -106,7 +106,7 @@ def _prepared(code):
 
 
 def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_pos: int, params: list[str],
-           code, name: str, stub_stack: int = 0, origin: dict | None = None) -> types.CodeType:
+           code, name: str, stub_stack: int = 0, origin: dict | None = None, unique: str = "") -> types.CodeType:
     """Assemble ``items`` (with a label inserted before ``jump_to_start[0]``) into a code object.
 
     The frame's cell variables become free variables of the new code: the glue passes
@@ -141,12 +141,20 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
             converted.append(item)
         out = converted
     new = Bytecode(out)
-    for attr in ("filename", "first_lineno", "docstring"):
+    for attr in ("filename", "first_lineno"):
         setattr(new, attr, getattr(template, attr))
     new.freevars = freevars
     new.cellvars = []
-    new.name = name
-    new.qualname = f"{template.qualname}.<{name}>"
+    # named after the user's function, so a traceback through it reads as eager's (``in f``,
+    # at the user's file:line); the qualname says where in it (``f, from line 40``), for
+    # explain, the report and the trace
+    root = root_code(code)
+    new.name = root.co_name
+    new.qualname = f"{getattr(root, 'co_qualname', root.co_name)}, {name}"
+    # code objects compare equal by their code and names (not the qualname): ``unique``
+    # (which resume point) in the first constant keeps two continuations of one frame
+    # apart as keys of Kiln's caches
+    new.docstring = f"kiln: {new.qualname} [{unique}]"
     new.argnames = list(params)
     new.argcount = len(params)
     new.posonlyargcount = 0
@@ -165,6 +173,19 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
 # generated code object -> (the original code, original instruction index per new instruction);
 # not a cache (a continuation in use must still map back to its frame), so kept across kiln.reset()
 _ORIGINS: dict = {}
+
+
+def root_code(code):
+    """The user's code object a generated one (a continuation, a step, either made from
+    another) was made from; ``code`` itself if it is not generated."""
+    while code in _ORIGINS:
+        code = _ORIGINS[code][0]
+    return code
+
+
+def _line_of(instr) -> str:
+    line = getattr(getattr(instr, "location", None), "lineno", None)
+    return f"line {line}" if line is not None else "a break"
 
 
 def origin_of(code):
@@ -229,9 +250,11 @@ def continuation_code(code, resumption: Resumption) -> types.CodeType:
     if hit is None:
         bc, positions, resume_pos = _prepared(code)
         start = Label()
-        name = f"resume_at_{resumption.index}" + (f"_exit{resumption.exhausted}" if resumption.exhausted else "")
+        name = f"from {_line_of(bc[positions[resumption.index]])}" + \
+            (f" (loop exit {resumption.exhausted})" if resumption.exhausted else "")
+        unique = f"resume_at_{resumption.index}" + (f"_exit{resumption.exhausted}" if resumption.exhausted else "")
         hit = _build(bc, list(bc), (bc[positions[resumption.index]], start), _prologue(resumption, start),
-                     resume_pos, resumption.params(), code, name)
+                     resume_pos, resumption.params(), code, name, unique=unique)
         _CONTINUATIONS[key] = hit
     return hit
 
@@ -326,7 +349,7 @@ def step_code(code, at: Resumption, untouched: int, exits: list, in_try: bool = 
     origin = {id(bc[p]): i for i, p in enumerate(positions)}
     origin[id(new_instr)] = origin[id(first)] = at.index
     return _build(bc, items, (first, start), _prologue(at, start, skip), resume_pos, params, code,
-                  f"step_at_{at.index}", stub_stack, origin)
+                  f"at {_line_of(instr)}", stub_stack, origin, unique=f"step_at_{at.index}")
 
 
 def check_resumable(code, ins) -> None:

@@ -15,7 +15,7 @@ import types
 
 import torch
 
-from ...exc import Unsupported
+from ...exc import TENSOR_MIN_MAX, Unsupported
 from ...runtime import caches
 from ..basics import ALL_OPERATOR_FUNCTIONS
 from .base import (ConstantValue, TracedException, Value, check_iterable, const, raise_python, sort_by_keys,
@@ -278,7 +278,8 @@ def _minmax(fn):
             return best
         if key is None and any(isinstance(i, TensorValue) for i in items) and len(items) > 1:
             # Python compares with `>` / `<` and branches on the result: not torch.maximum
-            raise Unsupported(f"{fn.__name__}() over tensors compares their values (data-dependent)")
+            raise Unsupported(f"{fn.__name__}() over tensors compares their values (data-dependent)",
+                              fix=TENSOR_MIN_MAX)
         keys = [key.call(tx, [i], {}) for i in items] if key is not None else items
         best = 0
         for i in range(1, len(items)):

@@ -12,7 +12,7 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException
 
 from ... import trace
-from ...exc import AutogradEngineCall, Unsupported
+from ...exc import DATA_DEPENDENT_IF, DATA_IN_PYTHON, AutogradEngineCall, Unsupported
 from ..basics import SYMBOLIC_TYPES, contains_fake, has_unbacked
 from ..basics import AsTensorSource, AttrSource, ItemSource, LocalSource
 from .base import ConstantValue, Value, bound_attribute_type, const, no_attribute, type_lookup
@@ -124,7 +124,7 @@ class TensorValue(Value):
 
     # -- protocols ------------------------------------------------------------------
     def truth(self, tx):
-        raise Unsupported("branching on the value of a tensor (data-dependent control flow)")
+        raise Unsupported("branching on the value of a tensor (data-dependent control flow)", fix=DATA_DEPENDENT_IF)
 
     def length(self, tx):
         if self.fake.ndim == 0:
@@ -224,7 +224,8 @@ class TensorMethodValue(Value):
         if made is not None:
             return made
         if name in DATA_DEPENDENT:
-            raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python")
+            raise Unsupported(f"Tensor.{name}() needs the tensor's data in Python",
+                              fix=DATA_IN_PYTHON if name in ("item", "tolist", "__int__", "__float__") else None)
         if name == "backward":
             raise AutogradEngineCall(f"{UNSUPPORTED_METHODS[name]} is not supported inside a compiled region")
         if name in UNSUPPORTED_METHODS:
@@ -429,7 +430,7 @@ def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
         dtype = torch.float64 if floating_operand else torch.get_default_dtype()
     state = tx.state
     state.guards.add("type", v.source, f"type({{v}}) is {state.ns.ref(type(value))}",
-                     f"{v.source.describe()} is a {type(value).__name__}")
+                     f"{v.source.describe()} is a {type(value).__name__}", change=(type(value), "{v}"))
     source = AsTensorSource(v.source, dtype)
     real = torch.tensor(value, dtype=dtype)
     state.keepalive.append(real)
