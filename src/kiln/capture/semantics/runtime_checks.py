@@ -38,20 +38,28 @@ _SCAN_LIMIT = 400     # a raise this far away is no longer "one side only raises
 
 
 def only_raises(instructions: list, start: int) -> bool:
-    """Whether every path from ``instructions[start]`` reaches a ``RAISE_VARARGS`` without
-    leaving the straight run before it: forward jumps only, each landing at or before the
-    raise (a conditional expression inside the message), nothing that returns or loops."""
-    furthest = start
-    for ins in instructions[start:start + _SCAN_LIMIT]:
-        if ins.opname == "RAISE_VARARGS":
-            return furthest <= ins.index
-        if ins.opname in _LEAVES:
-            return False
-        if ins.jump_target is not None:
-            if ins.jump_target <= ins.index:
+    """Whether every path from ``instructions[start]`` reaches a ``RAISE_VARARGS`` going
+    forward only: conditional jumps are followed both ways (a conditional expression in
+    the message, which 3.12+ compiles as two raises), nothing returns, loops or yields."""
+    seen, todo = set(), [start]
+    while todo:
+        i = todo.pop()
+        while i not in seen:
+            if i >= len(instructions) or i - start > _SCAN_LIMIT:
                 return False
-            furthest = max(furthest, ins.jump_target)
-    return False
+            seen.add(i)
+            ins = instructions[i]
+            if ins.opname == "RAISE_VARARGS":
+                break
+            if ins.opname in _LEAVES or (ins.jump_target is not None and ins.jump_target <= ins.index):
+                return False
+            if ins.jump_target is not None:
+                if ins.opname == "JUMP_FORWARD":   # (backward jumps returned above)
+                    i = ins.jump_target
+                    continue
+                todo.append(ins.jump_target)
+            i += 1
+    return True
 
 
 def _inputs_changed(builder) -> bool:

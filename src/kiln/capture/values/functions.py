@@ -121,6 +121,8 @@ class BaseFunctionValue(Value):
             return DictValue(kwdefaults) if kwdefaults else const(None)
         if name == "__doc__":
             return const(code.co_consts[0] if code.co_consts and isinstance(code.co_consts[0], str) else None)
+        if name == "__type_params__" and hasattr(types.FunctionType, name):
+            return const(())   # (3.12+) a def without [T]; a generic one has it stored by its intrinsic
         if not hasattr(types.FunctionType, name):
             # a function made in the frame has an empty __dict__: the name is missing, as in eager
             raise AttributeMissing(f"'function' object has no attribute {name!r}")
@@ -182,7 +184,7 @@ class UserFunctionValue(BaseFunctionValue):
         return fn.__code__, fn.__globals__, defaults, kwdefaults, closure
 
     def getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__type_params__") and hasattr(self.fn, name):
             return const(getattr(self.fn, name))
         if name in self.fn.__dict__:
             return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
