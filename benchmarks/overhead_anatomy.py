@@ -18,7 +18,11 @@ the garbage collector paused:
 * ``glue``: the entry's glue minus its graphs (output rebuilding, the model's own
   output object, side effects);
 * ``path``: the compiled call minus the guard and glue called back to back
-  (``nn.Module.__call__``, the cache lookup).
+  (``nn.Module.__call__``, ``CompiledFunction.__call__``).
+
+``--glue-lines`` also prints what each statement of the glue after the graph call costs
+(``glue_lines``), which says where the ``glue`` column goes (on the transformers models:
+the model's own ``ModelOutput`` constructor, nearly all of it).
 
 The copies are made from the entry's dumped guard source, so the figures are of the
 code a user can read with ``entry.guard_source``.
@@ -26,7 +30,9 @@ code a user can read with ``entry.guard_source``.
 from __future__ import annotations
 
 import argparse
+import ast
 import gc
+import inspect
 import re
 
 import torch
@@ -73,7 +79,37 @@ def guard_without(entry, drop) -> object:
     return copy
 
 
-def anatomy(name, model, args, kwargs, backend: str) -> str:
+def glue_lines(entry, handed, fn, call_args, kwargs, calls: int = 200, rounds: int = 21) -> list:
+    """(µs per call, statement) for each top-level statement of ``entry``'s glue after the
+    graph call, each run on its own in a namespace where the statements before it ran
+    once.  Statements run repeatedly (side-effect writes again and again): meant for the
+    models here, whose writes are idempotent."""
+    tree = ast.parse(entry.glue_source).body[0]
+    namespace = dict(entry.run.__globals__)
+    params = inspect.signature(entry.run).bind(handed, fn, *call_args, **kwargs)
+    params.apply_defaults()
+    namespace.update(params.arguments)
+    for name, p in inspect.signature(entry.run).parameters.items():
+        if p.kind is p.VAR_POSITIONAL:
+            namespace[name] = tuple(namespace.get(name, ()))
+    timed = []
+    for statement in tree.body:
+        if isinstance(statement, ast.Return):
+            break
+        if isinstance(statement, ast.Try):        # the graph call: run once, not timed
+            statement = statement.body[-1]
+            exec(compile(ast.Module([statement], []), "<glue>", "exec"), namespace)
+            continue
+        code = compile(ast.Module([statement], []), "<glue>", "exec")
+        exec(code, namespace)
+        timed.append((" ".join(ast.unparse(statement).split()), lambda code=code: exec(code, namespace)))
+    empty = compile("pass", "<glue>", "exec")
+    t = medians_us({"": lambda: exec(empty, namespace), **{str(i): f for i, (_, f) in enumerate(timed)}},
+                   calls, rounds)
+    return [(t[str(i)] - t[""], text) for i, (text, _) in enumerate(timed)]
+
+
+def anatomy(name, model, args, kwargs, backend: str, lines: bool = False) -> str:
     recorder = GraphRecorder(kiln.backends.lookup(backend), backend)
     kiln.reset()
     compiled = kiln.compile(model, backend=recorder)
@@ -103,16 +139,20 @@ def anatomy(name, model, args, kwargs, backend: str) -> str:
     no_tensor_us, reads_us, py_guard = t["no_tensor"], t["reads"], t["py_guard"]
     checks = entry.guard_source.count("if not (")
     tensors = len(_TENSOR_CHECK.findall(entry.guard_source))
-    return (f"{name:14} {len(compiled.forward.entries):>7} {checks:>6} {tensors:>7} {call - graphs:>9.1f} "
+    row = (f"{name:14} {len(compiled.forward.entries):>7} {checks:>6} {tensors:>7} {call - graphs:>9.1f} "
             f"{guard:>7.1f} {py_guard:>8.1f} {t['guard_run'] - run:>7.1f} {py_guard - no_tensor_us:>10.1f} "
             f"{reads_us:>10.1f} "
             f"{glue:>7.1f} {call - t['guard_run']:>7.1f}")
+    if lines:
+        row += "".join(f"\n    {us:7.2f} us  {text[:100]}" for us, text in glue_lines(entry, handed, fn, call_args, kwargs))
+    return row
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="eager")
     parser.add_argument("--only", nargs="*")
+    parser.add_argument("--glue-lines", action="store_true", help="also the cost of each glue statement")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(f"{'model':14} {'entries':>7} {'checks':>6} {'tensors':>7} {'ovh us':>9} {'guard':>7} {'py guard':>8} "
@@ -121,7 +161,7 @@ def main(argv=None):
         if args.only and name not in args.only:
             continue
         with torch.no_grad():
-            print(anatomy(name, model, inputs, kwargs, args.backend), flush=True)
+            print(anatomy(name, model, inputs, kwargs, args.backend, args.glue_lines), flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import torch
 
 from . import backends as _backends
 from .backends import BucketSplittingBackend, options_hook
-from .cache import cache_for, closure_key
+from .cache import cache_for, closure_key, guard_rejected_arguments
 from .compile_settings import TORCH_COMPILE_MODES, CompileSettings, freeze_options
 from .config import config
 from .distributed.ddp import active_bucket_layout
@@ -114,12 +114,31 @@ class CompiledFunction(CompiledFunctionBase):
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        # The hot path of every call, in this one Python frame (no further layer): try
+        # each entry's guard, run the glue of the first that passes; the rest (a miss, a
+        # stance, the recompile limit) is ``FrameCache.miss``.
+        fn = self._kiln_fn
         if self._kiln_self is not UNBOUND:
             args = (self._kiln_self, *args)
         cache = self._kiln_cache
         if cache.stale:
-            cache = self._kiln_cache = cache_for(self._kiln_fn.__code__, self._kiln_compiler, self._kiln_variant)
-        return cache.call(self._kiln_fn, args, kwargs)
+            cache = self._kiln_cache = cache_for(fn.__code__, self._kiln_compiler, self._kiln_variant)
+        if config.stance == "force_eager":
+            return fn(*args, **kwargs)
+        try:
+            for e in cache.entries:
+                handed = e.guard(fn, *args, **kwargs)
+                if handed is not False:
+                    return e.run(handed, fn, *args, **kwargs)
+        except TypeError as error:
+            if not guard_rejected_arguments(error, CompiledFunction.__call__.__code__):
+                raise
+        else:
+            return cache.miss(fn, args, kwargs)
+        # the arguments do not fit the frame's signature (guards never raise otherwise):
+        # the call runs as Python, outside the except (no chained guard error), which
+        # raises eager's TypeError naming the user's function with its own counts
+        return fn(*args, **kwargs)
 
     def __get__(self, obj, objtype=None):
         if obj is None:

@@ -4,7 +4,8 @@ A FrameCache holds the entries for one code object under one ``kiln.compile``'s 
 (``CompileSettings.key``: backend, fullgraph, dynamic, mode, options); its ``compiler``
 (``kiln.api.Compiler``) carries those settings and compiles the further frames a
 capture makes (continuations, callees at breaks).
-A call tries each entry's guard; the first that passes runs its glue.  A miss
+A call (``CompiledFunction.__call__``) tries each entry's guard; the first that passes
+runs its glue; ``FrameCache.miss`` handles the rest.  A miss
 captures a new entry, up to ``config.recompile_limit`` entries; past that the frame
 runs eagerly, with one warning naming the guard that failed.
 """
@@ -36,24 +37,11 @@ class FrameCache:
         self.warned_limit = False
         self.stale = False                      # set by kiln.reset()
 
-    def call(self, fn, args, kwargs):
-        if config.stance == "force_eager":
-            return fn(*args, **kwargs)
-        unfit = False
-        try:
-            for e in self.entries:
-                handed = e.guard(fn, *args, **kwargs)
-                if handed is not False:
-                    return e.run(handed, fn, *args, **kwargs)
-        except TypeError as error:
-            if not _guard_rejected_arguments(error):
-                raise
-            unfit = True
-        if unfit:
-            # the arguments do not fit the frame's signature (guards never raise otherwise):
-            # the call runs as Python, outside the except (no chained guard error), which
-            # raises eager's TypeError naming the user's function with its own counts
-            return fn(*args, **kwargs)
+    # The hot part of a call (each entry's guard, then the glue of the first that passes)
+    # is ``CompiledFunction.__call__`` (api.py), inline in one Python frame; it comes here
+    # when every guard failed.
+    def miss(self, fn, args, kwargs):
+        """Every entry's guard failed: run eagerly, refuse, or capture a new entry."""
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
         if self.entries and config.stance != "default":
@@ -128,13 +116,14 @@ class FrameCache:
             warn(f"kiln: running {self.code.co_name} eagerly: {reason}{where}", KilnWarning)
 
 
-def _guard_rejected_arguments(error: TypeError) -> bool:
-    """Whether ``error`` was raised by binding the arguments to a guard function itself
-    (the traceback's last frame is the caller's: the guard's body never started)."""
+def guard_rejected_arguments(error: TypeError, caller) -> bool:
+    """Whether ``error`` was raised by binding the arguments to a guard or glue function
+    itself: the traceback's last frame is the caller's (code object ``caller``), so the
+    generated function's body never started."""
     tb = error.__traceback__
     while tb.tb_next is not None:
         tb = tb.tb_next
-    return tb.tb_frame.f_code is FrameCache.call.__code__
+    return tb.tb_frame.f_code is caller
 
 
 _CACHES: dict = {}
