@@ -46,7 +46,9 @@ class SymNodeValue(Value):
         try:
             return bool(self.fake)
         except GuardOnDataDependentSymNode as e:
-            raise Unsupported(needs_data_reason(self, e, "branching on")) from e
+            if not tx.state.builder.settle(e):   # read from constant data: its value is known
+                raise Unsupported(needs_data_reason(self, e, "branching on")) from e
+        return bool(self.fake)
 
     def length(self, tx):
         raise Unsupported(f"len() of {self.describe()}")
