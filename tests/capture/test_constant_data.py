@@ -133,3 +133,41 @@ def test_a_mask_of_symbolic_size_breaks_once_it_is_symbolic():
     # graph before it, and the continuation, static at its first size); 5: the
     # continuation's recompile
     assert counter.frame_count == 1 + 2 + 1 and len(kiln.metrics.breaks) == 1
+
+
+# -- a break inside a callee is counted once ---------------------------------------------------
+
+def _takes_flag(x, flag):
+    if flag:                 # needs the value: the caller breaks at this call
+        return x + 1
+    return x - 1
+
+
+def passes_a_flag_read_from_data(x):
+    flag = bool(x.sum() > 0)
+    return _takes_flag(x, flag) * 2
+
+
+def _breaks_itself(x):
+    n = x.sum().item()
+    if n > 0:
+        return x + n
+    return x - n
+
+
+def calls_a_breaking_callee(x):
+    return _breaks_itself(x * 2) + 1
+
+
+@pytest.mark.parametrize("fn, graphs", [(passes_a_flag_read_from_data, 4), (calls_a_breaking_callee, 5)])
+def test_a_break_in_a_callee_is_counted_once(fn, graphs):
+    # the first: the callee, compiled as its own frame, is given a Python bool and does not
+    # break, so the caller's count is the only one; the second: the callee breaks too, at
+    # the same place, which is the same break
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(fn, backend=counter)
+    for x in (torch.randn(4).abs(), -torch.randn(4).abs()):
+        assert_same(fn(x), compiled(x), SAME)
+    assert len(kiln.metrics.breaks) == 1, kiln.metrics.breaks
+    assert counter.frame_count == graphs
