@@ -34,9 +34,6 @@ class Metrics:
     capture_seconds: float = 0.0
     backend_seconds: float = 0.0
     breaks: list = field(default_factory=list)   # BreakRecord per graph break / fallback
-    # (location, reason) of breaks found inside a callee: counted once, by the first frame
-    # that finds one; the frames compiled for the callees on its way do not count it again
-    nested_break_sites: set = field(default_factory=set)
 
     def reset(self) -> None:
         fresh = Metrics()

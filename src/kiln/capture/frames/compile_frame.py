@@ -24,7 +24,6 @@ from ...backends import applies_input_mutations_last, caches_compiled_graphs, re
 from ...backends import compile_graph, draws_random_numbers, redrawn_by_trace
 from ...events import event, later
 from ...exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
-from ...metrics import metrics
 from .codegen import Codegen, GraphForGlue, collect_tensors, handoff_sources
 from ..basics import ShapePolicy
 from .graph_break import BreakPlan, FrameCompiler
@@ -36,7 +35,7 @@ from ..semantics import CaptureState
 from ..values import GradModeValue, TensorValue, TracedException, wrap
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
-RECORD_NESTED_BREAKS = False  # True: every frame a nested break passes through counts it (see _counted)
+RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame where it happens
 
 
 @dataclass
@@ -174,22 +173,10 @@ def _trace(fn, args, kwargs, compiler: FrameCompiler, shapes):
     if outcome[0] == "return":
         return outcome[1], None, state, tracer, final_grad
     plan = BreakPlan(tracer, outcome[1], reason, compiler)
-    event("break", error=reason, counted=_counted(reason, plan))
+    # a break inside a callee that is compiled as its own frame is recorded there,
+    # where it happens; here it would be the same break counted once per caller
+    event("break", error=reason, counted=RECORD_NESTED_BREAKS or reason.depth == 0 or not plan.callee_compiled)
     return None, plan, state, tracer, final_grad
-
-
-def _counted(reason, plan) -> bool:
-    """Whether this break goes into ``metrics.breaks``.  A break inside a callee that is
-    compiled as its own frame is counted here, in the first frame that finds it, and not
-    again by the frames compiled for the callees on its way down, nor by the callee where
-    it happens (which may not break at all: given a Python bool where this trace had a
-    number read from data, it takes its branch)."""
-    site = (reason.location, reason.reason)
-    if reason.depth > 0 and plan.callee_compiled:
-        first = site not in metrics.nested_break_sites
-        metrics.nested_break_sites.add(site)
-        return RECORD_NESTED_BREAKS or first
-    return RECORD_NESTED_BREAKS or site not in metrics.nested_break_sites
 
 
 def _new_trace(fn, real_locals, break_at, shapes, compiler):
