@@ -133,3 +133,33 @@ def test_a_mask_of_symbolic_size_breaks_once_it_is_symbolic():
     # graph before it, and the continuation, static at its first size); 5: the
     # continuation's recompile
     assert counter.frame_count == 1 + 2 + 1 and len(kiln.metrics.breaks) == 1
+
+
+# -- torch.distributions at symbolic sizes ----------------------------------------------------
+
+def size_plus_constant_size(x):
+    batch = x.size()[:-1]                   # symbolic from the second size on
+    return x.new_zeros(batch + torch.Size([2])), tuple(batch) + torch.Size([]), batch[:1] + (3,)
+
+
+def categorical_log_prob(logits, actions):
+    dist = torch.distributions.Categorical(logits=logits, validate_args=True)
+    return dist.log_prob(actions), dist.entropy()
+
+
+@pytest.mark.parametrize("fn, make", [
+    (size_plus_constant_size, lambda n: (torch.randn(n, 3),)),
+    (categorical_log_prob, lambda n: (torch.randn(n, 4), torch.randint(0, 4, (n,)))),
+], ids=["size_plus_size", "categorical"])
+def test_sizes_that_vary_take_one_recompile(fn, make):
+    # validation at symbolic sizes: torch._is_all_true is recorded as all() on a bool
+    # tensor, and a symbolic batch shape concatenated with a constant torch.Size
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(fn, backend=counter)
+    for n in (5, 7, 9):
+        args = make(n)
+        expected, actual = fn(*args), compiled(*args)
+        assert_same(expected, actual, SAME)
+        assert [type(v) for v in expected] == [type(v) for v in actual]
+    assert counter.frame_count == 2 and kiln.metrics.recompiles == 1 and kiln.metrics.breaks == []

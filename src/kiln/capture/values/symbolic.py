@@ -80,6 +80,15 @@ class SizeValue(TupleValue):
     def python_value(self, tx=None):
         return self.as_constant()
 
+    slice_keeps_type = True
+
+    def like(self, items) -> Value:
+        """``torch.Size`` keeps its type through ``+`` and slicing (a tuple of numbers)."""
+        if all(isinstance(i, SymNodeValue) or (isinstance(i, ConstantValue) and type(i.peek()) is int)
+               for i in items):
+            return size_value(items)
+        return TupleValue(items)
+
     def reconstruct(self, cg):
         return f"{cg.ref(torch.Size)}({super().reconstruct(cg)})"
 
