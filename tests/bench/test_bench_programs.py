@@ -17,7 +17,7 @@ from kiln.testing import CompileCounter
 
 PROGRAMS = ["word_lm", "gat", "ppo", "moe", "retnet_step", "numpy_prep"]
 #: graphs per call under Kiln's default settings (torch.compile: 2, 2, 1, 0, 1, 1)
-GRAPHS = {"word_lm": 5, "gat": 1, "ppo": 1, "moe": 1, "retnet_step": 1, "numpy_prep": 1}
+GRAPHS = {"word_lm": 1, "gat": 1, "ppo": 1, "moe": 1, "retnet_step": 1, "numpy_prep": 1}
 
 
 def test_suite_is_registered():

@@ -37,12 +37,14 @@ from torch.fx.experimental.symbolic_shapes import (
     compute_unbacked_bindings,
     has_free_unbacked_symbols,
 )
-from torch.utils._pytree import tree_map
+import sympy
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils._sympy.numbers import int_oo
 
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
 from ...exc import Unsupported
+from .constant_values import settle_constant_symbols
 from ...fx_ops import count_ops
 from ...backends import DrawWatcher
 
@@ -267,6 +269,28 @@ class GraphBuilder:
     # -- ops ------------------------------------------------------------------------
     def call(self, kind: str, target, node_args: tuple, node_kwargs: dict, fake_args: tuple, fake_kwargs: dict):
         """Record one op and run it on fakes; returns (node, fake_result)."""
+        try:
+            return self._call(kind, target, node_args, node_kwargs, fake_args, fake_kwargs)
+        except Unsupported as e:
+            # a number read from data that is a constant of the trace: settled, asked again
+            settled = _settled_args(self, e, (node_args, node_kwargs, fake_args, fake_kwargs))
+            if settled is None:
+                raise
+        try:
+            return self._call(kind, target, *settled)
+        except Unsupported as e:
+            # asked again after settling (a guard, then a C function that needs a Python number)
+            again = _settled_args(self, e, settled)
+            if again is None:
+                raise
+        return self._call(kind, target, *again)
+
+    def settle(self, error: GuardOnDataDependentSymNode) -> bool:
+        """Whether the unbacked symbols ``error`` asked about were read from constant data
+        and are now known (capture/basics/constant_values.py): the question can be asked again."""
+        return settle_constant_symbols(self.graph, getattr(error, "cond", None))
+
+    def _call(self, kind, target, node_args, node_kwargs, fake_args, fake_kwargs):
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         _QUIET_META.active += 1
         try:
@@ -324,6 +348,43 @@ class GraphBuilder:
 
     def count_ops(self) -> int:
         return count_ops(self.graph)
+
+
+def _settled_args(builder, error: Unsupported, args: tuple):
+    """``args`` (node args and kwargs, then their fakes) with each number read from
+    constant data replaced by its value, once the ShapeEnv knows it (an op that needs a
+    Python bool, as ``scaled_dot_product_attention``'s ``is_causal`` does, is then given
+    one); None when the op failed for another reason or a number is not constant."""
+    cause = error.__cause__
+    symbolic = [v for v in tree_flatten(args[2:])[0] if isinstance(v, SYMBOLIC_TYPES)]
+    # numbers settled earlier in the trace are constants now, whose expression has no symbols
+    settled = [v for v in symbolic if not v.node.expr.free_symbols]
+    unbacked = [v for v in symbolic if has_unbacked(v)]
+    if isinstance(cause, GuardOnDataDependentSymNode):
+        expr = getattr(cause, "cond", None)
+    elif unbacked:
+        expr = sympy.And(*[v.node.expr for v in unbacked]) if len(unbacked) > 1 else unbacked[0].node.expr
+    else:
+        expr = None
+    if expr is not None and not settle_constant_symbols(builder.graph, expr):
+        return None
+    flat_fakes = settled + unbacked
+    if not flat_fakes:   # the guard asked about a settled number inside the op: ask again
+        return args if expr is not None else None
+    nodes, spec = tree_flatten(args[:2])
+    fakes, fake_spec = tree_flatten(args[2:])
+    if len(nodes) != len(fakes):
+        return None
+    for i, fake in enumerate(fakes):
+        if any(fake is f for f in flat_fakes):
+            try:
+                nodes[i] = fakes[i] = _SPECIALISE[type(fake)](fake)   # now known to the ShapeEnv
+            except GuardOnDataDependentSymNode:
+                pass
+    return (*tree_unflatten(nodes, spec), *tree_unflatten(fakes, fake_spec))
+
+
+_SPECIALISE = {torch.SymBool: bool, torch.SymInt: int, torch.SymFloat: float}
 
 
 def placeholder_name(hint: str) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import collections
 import operator
 
+import torch
+
 from ...exc import Unsupported
 from ..basics import COMPARE_OPS, DUNDER as _DUNDER, INPLACE_TO_BINARY, REFLECTED as _REFLECTED, UNARY_OPS
 from ..values import const, ConstantValue, dict_views, raise_python, sets, type_lookup, Value
 from ..values import DictValue, DictViewValue, ListValue, SequenceValue, SetValue, TupleValue, key_of
-from ..values import graph_call, NewObjectValue, ObjectValue, SymNodeValue, TensorValue
+from ..values import graph_call, NewObjectValue, ObjectValue, SizeValue, SymNodeValue, TensorValue
 from ..values import NumpyArrayValue, numpy_operator
 
 
@@ -53,6 +55,8 @@ def binary(tx, fn, a: Value, b: Value) -> Value:
         # a constant tuple or list next to a symbolic one (``(-1,) + shape[1:]``, ``() + (t,)``):
         # the same sequence, item by item
         a, b = _as_sequence(a), _as_sequence(b)
+        if fn is operator.add and isinstance(b, SizeValue) and type(a) is TupleValue:
+            return b.like(a.items + b.items)   # torch.Size.__radd__: a tuple + a Size is a Size
     structural = _sequence_op(tx, fn, a, b)
     if structural is not None:
         return structural
@@ -125,8 +129,10 @@ def inplace(tx, fn, a: Value, b: Value) -> Value:
 
 
 def _as_sequence(v: Value) -> Value:
-    if isinstance(v, ConstantValue) and type(v.peek()) in (tuple, list):
+    if isinstance(v, ConstantValue) and type(v.peek()) in (tuple, list, torch.Size):
         items = [const(x) for x in v.value]
+        if type(v.value) is torch.Size:
+            return SizeValue(items)
         return TupleValue(items) if type(v.value) is tuple else ListValue(items)
     return v
 

@@ -36,6 +36,6 @@ from .nn_modules import ModuleValue  # noqa: F401
 from .numpy_arrays import NumpyArrayValue, numpy_operator  # noqa: F401
 from .objects import ClassValue, ObjectValue, slot_names  # noqa: F401
 from .super_value import make_super  # noqa: F401
-from .symbolic import SymNodeValue  # noqa: F401
+from .symbolic import SizeValue, SymNodeValue  # noqa: F401
 from .tensor import TensorValue, graph_call  # noqa: F401
 # --- end of the face ---

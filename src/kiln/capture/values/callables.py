@@ -150,7 +150,11 @@ class TorchFunctionValue(RealCallableValue):
             # these would change (or read) the real process state at trace time
             raise Unsupported(f"{self.describe()} reads or changes torch's global state (RNG, autocast, "
                               f"defaults); it runs as Python")
-        result = graph_call(tx, "call_function", self.fn, list(args), dict(kwargs))
+        fn = self.fn
+        if fn in _SAME_AS and len(args) == 1 and not kwargs and \
+                getattr(getattr(args[0], "fake", None), "dtype", None) is torch.bool:
+            fn = _SAME_AS[fn]
+        result = graph_call(tx, "call_function", fn, list(args), dict(kwargs))
         if isinstance(self.fn, types.FunctionType) and result.is_constant() and result.as_constant() is None:
             # a Python function returning None was called for what it does, which the
             # fakes may not show (``_clip_grads_with_norm_`` scales ``p.grad``, absent on
@@ -164,6 +168,11 @@ class TorchFunctionValue(RealCallableValue):
         except AttributeError:
             raise Unsupported(f"{self.describe()} has no attribute {name!r}")
 
+
+# ops recorded as the op they are on a bool tensor: ``torch._is_all_true(t)`` (which
+# torch.distributions' argument validation calls) is ``t.all()`` there, and the C function
+# fails on fakes with symbolic sizes (an internal assert in torch's argument parser)
+_SAME_AS = {torch._is_all_true: torch.all, torch._is_any_true: torch.any}
 
 _AUTOGRAD_ENGINE_CALLS = frozenset({torch.autograd.grad, torch.autograd.backward})
 

@@ -33,6 +33,8 @@ class SequenceValue(ItemsValue):
     def as_constant(self):
         return self.python_type()(i.as_constant() for i in self.items)
 
+    slice_keeps_type = False   # True for torch.Size, whose slices are Sizes
+
     def like(self, items) -> "SequenceValue":
         """A new sequence of this one's kind (what ``+``, ``*`` and slicing make): a
         tuple for any tuple (a namedtuple's slice is a plain tuple), a list for a list."""
@@ -45,7 +47,10 @@ class SequenceValue(ItemsValue):
     def getitem(self, tx, key):
         k = key.as_constant()
         if isinstance(k, slice):
-            # a slice of a tuple (named or not) is a plain tuple; of a list, a new list
+            # a slice of a tuple (named or not) is a plain tuple; of a list, a new list; of a
+            # torch.Size, a Size (SizeValue.like)
+            if self.slice_keeps_type:
+                return self.like(self.items[k])
             return (ListValue if isinstance(self, ListValue) else TupleValue)(self.items[k])
         if isinstance(k, bool) or not isinstance(k, int):
             raise Unsupported(f"{self.python_type().__name__} indices must be integers, got {type(k).__name__}")

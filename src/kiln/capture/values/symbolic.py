@@ -46,7 +46,9 @@ class SymNodeValue(Value):
         try:
             return bool(self.fake)
         except GuardOnDataDependentSymNode as e:
-            raise Unsupported(needs_data_reason(self, e, "branching on")) from e
+            if not tx.state.builder.settle(e):   # read from constant data: its value is known
+                raise Unsupported(needs_data_reason(self, e, "branching on")) from e
+        return bool(self.fake)
 
     def length(self, tx):
         raise Unsupported(f"len() of {self.describe()}")
@@ -77,6 +79,15 @@ class SizeValue(TupleValue):
 
     def python_value(self, tx=None):
         return self.as_constant()
+
+    slice_keeps_type = True
+
+    def like(self, items) -> Value:
+        """``torch.Size`` keeps its type through ``+`` and slicing (a tuple of numbers)."""
+        if all(isinstance(i, SymNodeValue) or (isinstance(i, ConstantValue) and type(i.peek()) is int)
+               for i in items):
+            return size_value(items)
+        return TupleValue(items)
 
     def reconstruct(self, cg):
         return f"{cg.ref(torch.Size)}({super().reconstruct(cg)})"
