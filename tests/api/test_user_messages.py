@@ -337,3 +337,26 @@ def test_unknown_stance_is_refused(stance_reset):
     with pytest.raises(ValueError, match="must be one of"):
         kiln.set_stance("nope")
     assert kiln.config.stance == "default"
+
+
+def test_stance_as_a_decorator_applies_to_its_calls_only(stance_reset):
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(doubled, backend=counter)
+
+    @kiln.set_stance("force_eager")
+    def run_eagerly(x):
+        assert kiln.config.stance == "force_eager"
+        return compiled(x)
+
+    assert kiln.config.stance == "default"           # decorating changed nothing
+    assert run_eagerly.__name__ == "run_eagerly"
+    for x in (torch.ones(2), torch.ones(3, dtype=torch.float64)):
+        assert torch.equal(run_eagerly(x), doubled(x))
+        assert kiln.config.stance == "default"       # put back after each call
+    assert counter.frame_count == 0 and not compiled.entries
+    assert torch.equal(compiled(torch.ones(2)), doubled(torch.ones(2)))
+    assert (counter.frame_count, counter.op_count) == (1, 1)
+    with pytest.raises(TypeError, match=r"kiln.set_stance\('force_eager'\) decorates a function; got int"):
+        kiln.set_stance("force_eager")(3)
+    assert kiln.config.stance == "default"
