@@ -110,7 +110,7 @@ class CompiledFunction(CompiledFunctionBase):
         self._kiln_self = bound_self
         self._kiln_compiler = compiler
         self._kiln_variant = closure_key(fn)
-        self._kiln_cache = cache_for(fn.__code__, compiler, self._kiln_variant)
+        self._kiln_cache = cache_for(fn.__code__, compiler, self._kiln_variant, fn)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -118,7 +118,8 @@ class CompiledFunction(CompiledFunctionBase):
             args = (self._kiln_self, *args)
         cache = self._kiln_cache
         if cache.stale:
-            cache = self._kiln_cache = cache_for(self._kiln_fn.__code__, self._kiln_compiler, self._kiln_variant)
+            cache = self._kiln_cache = cache_for(self._kiln_fn.__code__, self._kiln_compiler, self._kiln_variant,
+                                                 self._kiln_fn)
         return cache.call(self._kiln_fn, args, kwargs)
 
     def __get__(self, obj, objtype=None):
