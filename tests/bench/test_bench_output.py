@@ -34,8 +34,9 @@ def test_noisy_rows_are_marked_and_explained():
     assert "~" not in mlp
     assert bert.count("~") == 1 and t5.count("~") == 2   # the gap makes both of t5's rows suspect
     lines = report.summary_lines(rows)
-    assert "noisy timings (~ in the table; rerun with a larger -n or on a quieter machine):" in lines
-    assert "  bert [kiln]: compiled calls spread 25% (interquartile range / median of the repetitions)" in lines
+    assert ("noisy timings (~ in the table; spread: interquartile range / median of the repetitions; "
+            "rerun with a larger -n or on a quieter machine):") in lines
+    assert "  bert [kiln]: compiled spread 25%" in lines
     assert "  t5: eager 2.00 ms in kiln's worker, 3.00 ms in torch's (50% apart)" in lines
     assert not any(line.startswith("  mlp") for line in lines)
     assert noise.noise_lines(rows[:2]) == []
@@ -82,7 +83,7 @@ def test_cli_says_when_each_job_starts_and_reports_startup(bench_plugins, tmp_pa
     assert "tiny [kiln, cpu]: started" in proc.stderr and "tiny [torch, cpu]: started" in proc.stderr
     assert proc.stderr.index("tiny [kiln, cpu]: started") < proc.stderr.index("tiny [kiln, cpu]: pass")
     assert "start-up per worker (median; not in capture s): kiln imports " in proc.stdout
-    assert max(len(line) for line in proc.stdout.splitlines()) <= 200   # summary lines may be long; the table not
+    assert any(len(line) > 120 for line in proc.stdout.splitlines())   # summary lines whole, not cut at 120
     table = proc.stdout[:proc.stdout.index("kiln: passed")]
     assert max(len(line.rstrip()) for line in table.splitlines()) <= 120
     rows = report.read_csv(str(csv_path))

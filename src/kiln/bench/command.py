@@ -151,8 +151,8 @@ def run(args) -> int:
         return 130
     shown = dynamic_report if opts.dynamic else report
     out.print(shown.build_table(rows, title=title))
-    for line in shown.summary_lines(rows):
-        out.print(line, markup=False, highlight=False)
+    for line in shown.summary_lines(rows):   # long lines left to the terminal to wrap (and whole in files)
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     if args.output:
         report.write_csv(rows, args.output)
         err.print(f"wrote {args.output}")

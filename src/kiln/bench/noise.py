@@ -33,10 +33,11 @@ def _findings(rows) -> list[tuple[list[tuple], str]]:
     found = []
     timed = [r for r in rows if r.status == PASS and getattr(r, "eager_ms", None) is not None]
     for r in timed:
-        for side, value in (("eager", r.eager_spread), ("compiled", r.compiled_spread)):
-            if value is not None and value > SPREAD_LIMIT:
-                found.append(([_key(r)], f"{r.model} [{r.frontend}]: {side} calls spread {100 * value:.0f}% "
-                                         f"(interquartile range / median of the repetitions)"))
+        spreads = [f"{side} spread {100 * value:.0f}%" for side, value in
+                   (("eager", r.eager_spread), ("compiled", r.compiled_spread))
+                   if value is not None and value > SPREAD_LIMIT]
+        if spreads:
+            found.append(([_key(r)], f"{r.model} [{r.frontend}]: {', '.join(spreads)}"))
     by_model: dict[tuple, list] = {}
     for r in timed:
         by_model.setdefault(_key(r)[:3], []).append(r)
@@ -74,7 +75,8 @@ def noise_lines(rows) -> list[str]:
     found = _findings(rows)
     if not found:
         return []
-    return ["", f"noisy timings ({MARK} in the table; rerun with a larger -n or on a quieter machine):",
+    return ["", f"noisy timings ({MARK} in the table; spread: interquartile range / median of the repetitions; "
+                "rerun with a larger -n or on a quieter machine):",
             *(f"  {why}" for _keys, why in found)]
 
 
