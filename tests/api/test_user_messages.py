@@ -405,6 +405,8 @@ def test_wrapped_frames_are_named_after_the_wrapped_function(tmp_path, capsys):
         "user_step (wrapper)", "user_step", f"user_step (wrapper), from line {wrapper_line}",
         f"user_step, from line {step_line}"], report.entries
     assert "<locals>" not in str(report) and "wrapper," not in str(report).replace("(wrapper),", "")
+    # entries (their graphs, glue and guards) are named after user_step too, not wrapper_N
+    assert all(e.guard_source.startswith("def ___guard_user_step_") for e in report.entries), report.entries
     kiln.reset()
     kiln.config.trace_dir = str(tmp_path / "trace")
     try:
@@ -416,6 +418,8 @@ def test_wrapped_frames_are_named_after_the_wrapped_function(tmp_path, capsys):
     names = [r["frame"]["qualname"] for r in records if r.get("kind") == "capture_start"]
     assert names[0] == "user_step (wrapper)" and "user_step" in names, names
     assert not any("<locals>" in n for n in names), names
+    graphs = [r["entry"] for r in records if r.get("kind") == "graph"]
+    assert graphs and all(g.startswith("user_step_") for g in graphs), graphs
 
 
 def test_hugging_face_frames_are_named_after_the_model(capsys):
@@ -437,4 +441,5 @@ def test_hugging_face_frames_are_named_after_the_model(capsys):
         torch.testing.assert_close(report.result.last_hidden_state, expected.last_hidden_state)
     assert report.graph_count == 1 and report.break_count == 0 and report.op_count > 30
     assert [e.frame for e in report.entries] == ["BertModel.forward (wrapper)"]
+    assert report.entries[0].guard_source.startswith("def ___guard_BertModel_forward_")   # not wrapper_1
     assert "<locals>" not in str(report) and "merge_with_config_defaults" not in str(report)

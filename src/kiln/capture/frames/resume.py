@@ -173,6 +173,18 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
     return result
 
 
+WRAPPER_MARK = " (wrapper)"
+
+
+def entry_base(fn) -> str:
+    """What an entry of ``fn``'s frame is named after (graph, glue and guard names): the
+    wrapped function's qualname for a wrapper and its continuations (``BertModel.forward``),
+    else the code's name."""
+    code = fn.__code__
+    label = _ROOT_LABELS.get(code) or wrapped_name(fn)
+    return label.removesuffix(WRAPPER_MARK) if label else code.co_name
+
+
 def wrapped_name(fn) -> str | None:
     """The user's name for a decorator's wrapper: ``functools.wraps`` gives the wrapper the
     decorated function's ``__qualname__`` (and ``__wrapped__``), while its code keeps the
@@ -181,7 +193,7 @@ def wrapped_name(fn) -> str | None:
     qualname = getattr(fn, "__qualname__", None)
     if code is None or not isinstance(qualname, str) or getattr(fn, "__wrapped__", None) is None:
         return None
-    return f"{qualname} (wrapper)" if qualname != getattr(code, "co_qualname", code.co_name) else None
+    return f"{qualname}{WRAPPER_MARK}" if qualname != getattr(code, "co_qualname", code.co_name) else None
 
 
 def root_label(fn) -> str:
