@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rich.table import Table
 
+from .noise import startup_lines
 from .report import _fmt, _status, add_frontend_blocks, compact_table, break_lines, count_row
 from .results import FAIL_ACCURACY, PASS, DynamicResult
 
@@ -111,6 +111,7 @@ def summary_lines(rows: list[DynamicResult]) -> list[str]:
     compare = comparison_line(rows)
     if compare:
         lines.append(compare)
+    lines += startup_lines(rows)      # imports only: the series' first compile is in series s
     problems = [r for r in rows if r.status != PASS and r.reason]
     if problems:
         lines += ["", "not passing:"]
