@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-
 from .noise import startup_lines
 from .report import _fmt, _status, add_frontend_blocks, compact_table, break_lines, count_row
 from .results import FAIL_ACCURACY, PASS, DynamicResult
