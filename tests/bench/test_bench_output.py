@@ -90,3 +90,9 @@ def test_cli_says_when_each_job_starts_and_reports_startup(bench_plugins, tmp_pa
     for row in rows:
         assert row.import_s > 0 and row.first_compile_s > 0 and row.eager_spread is not None
         assert row.capture_s is not None
+
+
+def test_heartbeat_must_be_positive(capsys):
+    from kiln import cli
+    assert cli.main(["bench", "--heartbeat", "0"]) == 2
+    assert "kiln bench: error: --heartbeat must be positive, got 0" in capsys.readouterr().err
