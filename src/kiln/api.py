@@ -110,7 +110,7 @@ class CompiledFunction(CompiledFunctionBase):
         self._kiln_self = bound_self
         self._kiln_compiler = compiler
         self._kiln_variant = closure_key(fn)
-        self._kiln_cache = cache_for(fn.__code__, compiler, self._kiln_variant)
+        self._kiln_cache = cache_for(fn.__code__, compiler, self._kiln_variant, fn)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -122,7 +122,7 @@ class CompiledFunction(CompiledFunctionBase):
             args = (self._kiln_self, *args)
         cache = self._kiln_cache
         if cache.stale:
-            cache = self._kiln_cache = cache_for(fn.__code__, self._kiln_compiler, self._kiln_variant)
+            cache = self._kiln_cache = cache_for(fn.__code__, self._kiln_compiler, self._kiln_variant, fn)
         if config.stance == "force_eager":
             return fn(*args, **kwargs)
         try:
@@ -308,7 +308,12 @@ class set_stance:
     ``torch.compiler.set_stance``'s meaning (``kiln.config.stance`` lists them):
     ``"default"``, ``"force_eager"``, ``"eager_on_recompile"``, ``"fail_on_recompile"``.
     Also a context manager (``with kiln.set_stance("force_eager"): ...``) that puts the
-    previous stance back on exit."""
+    previous stance back on exit, and a decorator (``@kiln.set_stance("force_eager")``)
+    that sets the stance for each call of the function only.
+
+    Why the decorator puts the stance back at once: the call that builds the decorator
+    has already set the stance (that is the plain call's meaning), but decorating a
+    function must not change what every other compiled function does from then on."""
 
     def __init__(self, stance: str = "default"):
         self.previous = config.stance
@@ -321,6 +326,19 @@ class set_stance:
     def __exit__(self, *exc):
         config.stance = self.previous
         return False
+
+    def __call__(self, fn):
+        config.stance = self.previous
+        if not callable(fn):
+            raise TypeError(f"kiln.set_stance({self.stance!r}) decorates a function; got {type(fn).__name__}")
+        stance = self.stance
+
+        @functools.wraps(fn)
+        def with_stance(*args, **kwargs):
+            with set_stance(stance):
+                return fn(*args, **kwargs)
+
+        return with_stance
 
 
 def reset() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import types
 
-from .capture import capture, ShapePolicy
+from .capture import capture, frame_label, ShapePolicy
 from .config import config
 from .events import event, later
 from .exc import ArgumentError, KilnError, RecompileError, RecompileLimitReached, Unsupported
@@ -27,8 +27,11 @@ class KilnWarning(UserWarning):
 
 
 class FrameCache:
-    def __init__(self, code, compiler):
+    def __init__(self, code, compiler, name: str | None = None):
         self.code = code
+        # the user's name for the frame (``capture.frame_label``): a decorator's wrapper is
+        # named after the function it wraps, not the decorator's code
+        self.name = name or getattr(code, "co_qualname", code.co_name)
         self.compiler = compiler
         self.settings = compiler.settings
         self.shapes = ShapePolicy(self.settings.dynamic)   # which sizes are symbolic (dynamic=)
@@ -57,16 +60,16 @@ class FrameCache:
         """A new entry is needed under a stance that forbids one (``kiln.set_stance``)."""
         if config.stance == "fail_on_recompile":
             reason = self.entries[-1].explain_guard(fn, *args, **kwargs)
-            raise RecompileError(f"kiln: {self.code.co_qualname} ({self.code.co_filename}:{self.code.co_firstlineno}) "
+            raise RecompileError(f"kiln: {self.name} ({self.code.co_filename}:{self.code.co_firstlineno}) "
                                  f"would recompile under set_stance('fail_on_recompile'): {reason}")
         return fn(*args, **kwargs)          # eager_on_recompile: this call runs as Python
 
     def _limit_reached(self, fn, args, kwargs):
         reason = self.entries[-1].explain_guard(fn, *args, **kwargs) if self.entries else "?"
-        msg = (f"kiln: {self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno}) reached the "
+        msg = (f"kiln: {self.name} ({self.code.co_filename}:{self.code.co_firstlineno}) reached the "
                f"recompile limit ({config.recompile_limit}); running it eagerly from now on. "
                f"Last guard that failed: {reason}")
-        event("recompile_limit", code=self.code, message=msg)
+        event("recompile_limit", code=self.code, message=msg, frame_name=self.name)
         if config.error_on_recompile_limit:
             raise RecompileLimitReached(msg)
         if not self.warned_limit:
@@ -80,7 +83,8 @@ class FrameCache:
         if self.entries:
             newest = self.entries[-1]
             event("recompile", code=code, failing=later(lambda: newest.explain_guard(fn, *args, **kwargs)),
-                  args=args, kwargs=kwargs, params=code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+                  args=args, kwargs=kwargs, params=code.co_varnames[:code.co_argcount + code.co_kwonlyargcount],
+                  frame_name=self.name)
         event("capture_start", code=code, cache=self, entry_index=len(self.entries),
               backend_name=self.settings.backend_name)
         start, entry = time.perf_counter(), None
@@ -109,11 +113,12 @@ class FrameCache:
         return None
 
     def _fallback(self, reason, location, source_line):
-        event("fallback", code=self.code, reason=reason, location=location, source_line=source_line)
+        event("fallback", code=self.code, reason=reason, location=location, source_line=source_line,
+              frame_name=self.name)
         self.eager_reason = reason
         if config.warn_on_fallback:
             where = f" at {location}" if location else ""
-            warn(f"kiln: running {self.code.co_name} eagerly: {reason}{where}", KilnWarning)
+            warn(f"kiln: running {self.name} eagerly: {reason}{where}", KilnWarning)
 
 
 def guard_rejected_arguments(error: TypeError, caller) -> bool:
@@ -169,18 +174,19 @@ def _forget_fallbacks(raise_on_backend_error: bool) -> None:
 config.watch("raise_on_backend_error", _forget_fallbacks)
 
 
-def cache_for(code, compiler, variant: tuple = ()) -> FrameCache:
+def cache_for(code, compiler, variant: tuple = (), fn=None) -> FrameCache:
     """The frame cache of ``code`` under ``compiler``'s settings (``CompileSettings.key``)
-    and closure ``variant`` (``closure_key``)."""
+    and closure ``variant`` (``closure_key``); a new one is named after ``fn``
+    (``capture.frame_label``) when given."""
     base = (code,) + compiler.settings.key()
     key = base + (variant,)
     c = _CACHES.get(key)
     if c is None:
         if variant and _VARIANTS.get(base, 0) >= MAX_CLOSURE_VARIANTS:
-            return cache_for(code, compiler)
+            return cache_for(code, compiler, fn=fn)
         if variant:
             _VARIANTS[base] = _VARIANTS.get(base, 0) + 1
-        c = _CACHES[key] = FrameCache(code, compiler)
+        c = _CACHES[key] = FrameCache(code, compiler, frame_label(fn) if fn is not None else None)
     return c
 
 

@@ -137,14 +137,17 @@ KINDS: dict[str, Kind] = {
     "break": Kind(count=_count_break, record=lambda f: trace.graph_break(f["error"], f["counted"])),
     # compile_frame: a graph runs op by op instead of going to the backend
     "op_by_op": Kind(record=lambda f: trace.emit("op_by_op", reason=f["reason"])),
-    # cache.py: the frame runs eagerly from now on
+    # cache.py: the frame runs eagerly from now on (``frame_name``, in this and the recompile
+    # kinds: the user's name for the frame, FrameCache.name)
     "fallback": Kind(count=_count_fallback,
-                     record=lambda f: trace.fallback(f["code"], f["reason"], f["location"], f["source_line"])),
+                     record=lambda f: trace.fallback(f["code"], f["reason"], f["location"], f["source_line"],
+                                                     f.get("frame_name"))),
     # cache.py: ``code`` is captured again (``failing``: later, the newest entry's failing guard)
     "recompile": Kind(count=_count_recompile,
-                      record=lambda f: trace.recompile(f["code"], f["failing"], f["args"], f["kwargs"], f["params"]),
+                      record=lambda f: trace.recompile(f["code"], f["failing"], f["args"], f["kwargs"], f["params"],
+                                                       f.get("frame_name")),
                       logs=(("recompiles", lambda f: f"recompiling {f['code'].co_name}: {f['failing']}"),)),
-    "recompile_limit": Kind(record=lambda f: trace.recompile_limit(f["code"], f["message"])),
+    "recompile_limit": Kind(record=lambda f: trace.recompile_limit(f["code"], f["message"], f.get("frame_name"))),
     # backends/policy.py: the backend's compile step for one graph
     "backend_compile": Kind(count=_count_backend_compile,
                             record=lambda f: trace.backend_compile(f["graph"], f["backend_name"], f["seconds"],

@@ -117,9 +117,11 @@ def close() -> None:
 
 # -- what capture code calls ------------------------------------------------------------
 
-def frame_of(code) -> dict:
-    """Where a code object lives: name, file and first line."""
-    return {"name": code.co_name, "qualname": getattr(code, "co_qualname", code.co_name),
+def frame_of(code, name: str | None = None) -> dict:
+    """Where a code object lives: name, file and first line; ``qualname`` is the user's name
+    for the frame (``name``: ``FrameCache.name``, which names a decorator's wrapper after
+    the function it wraps), else the code's."""
+    return {"name": code.co_name, "qualname": name or getattr(code, "co_qualname", code.co_name),
             "file": code.co_filename, "line": code.co_firstlineno}
 
 
@@ -128,7 +130,8 @@ def capture_start(code, cache, entry_index: int, backend_name: str) -> None:
     """A capture of ``code`` begins; records until ``capture_end`` belong to it."""
     span = {"id": _state.next_span, "t0": time.perf_counter(), "backend_s": 0.0, "entry": None, "status": None}
     _state.next_span += 1
-    _record("capture_start", {"capture": span["id"], "frame": frame_of(code), "cache": id(cache),
+    _record("capture_start", {"capture": span["id"], "frame": frame_of(code, getattr(cache, "name", None)),
+                              "cache": id(cache),
                               "entry_index": entry_index, "backend": backend_name})
     _state.spans.append(span)
 
@@ -219,16 +222,16 @@ def graph_break(error, counted: bool) -> None:
 
 
 @_safe
-def fallback(code, reason: str, location, source_line) -> None:
+def fallback(code, reason: str, location, source_line, name: str | None = None) -> None:
     """A frame will run eagerly (counted in ``kiln.metrics.breaks`` as well)."""
     if _state.spans:
         _state.spans[-1]["status"] = "eager fallback"
-    _record("fallback", {"frame": frame_of(code), "reason": reason, "location": location,
+    _record("fallback", {"frame": frame_of(code, name), "reason": reason, "location": location,
                          "source_line": (source_line or "").strip() or None})
 
 
 @_safe
-def recompile(code, failing: str, args, kwargs, params) -> None:
+def recompile(code, failing: str, args, kwargs, params, name: str | None = None) -> None:
     """``code`` is captured again: the guard of the newest entry that failed, and this call's values."""
     names = list(params)
     values = {}
@@ -236,12 +239,12 @@ def recompile(code, failing: str, args, kwargs, params) -> None:
         values[names[i] if i < len(names) else f"arg{i}"] = describe_value(a)
     for k, v in kwargs.items():
         values[k] = describe_value(v)
-    _record("recompile", {"frame": frame_of(code), "failed_guard": failing, "new_values": values})
+    _record("recompile", {"frame": frame_of(code, name), "failed_guard": failing, "new_values": values})
 
 
 @_safe
-def recompile_limit(code, message: str) -> None:
-    _record("recompile_limit", {"frame": frame_of(code), "message": message})
+def recompile_limit(code, message: str, name: str | None = None) -> None:
+    _record("recompile_limit", {"frame": frame_of(code, name), "message": message})
 
 
 @_safe

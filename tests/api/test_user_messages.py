@@ -337,3 +337,109 @@ def test_unknown_stance_is_refused(stance_reset):
     with pytest.raises(ValueError, match="must be one of"):
         kiln.set_stance("nope")
     assert kiln.config.stance == "default"
+
+
+def test_stance_as_a_decorator_applies_to_its_calls_only(stance_reset):
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(doubled, backend=counter)
+
+    @kiln.set_stance("force_eager")
+    def run_eagerly(x):
+        assert kiln.config.stance == "force_eager"
+        return compiled(x)
+
+    assert kiln.config.stance == "default"           # decorating changed nothing
+    assert run_eagerly.__name__ == "run_eagerly"
+    for x in (torch.ones(2), torch.ones(3, dtype=torch.float64)):
+        assert torch.equal(run_eagerly(x), doubled(x))
+        assert kiln.config.stance == "default"       # put back after each call
+    assert counter.frame_count == 0 and not compiled.entries
+    assert torch.equal(compiled(torch.ones(2)), doubled(torch.ones(2)))
+    assert (counter.frame_count, counter.op_count) == (1, 1)
+    with pytest.raises(TypeError, match=r"kiln.set_stance\('force_eager'\) decorates a function; got int"):
+        kiln.set_stance("force_eager")(3)
+    assert kiln.config.stance == "default"
+
+
+def _logged(fn):
+    """A decorator as libraries write them (functools.wraps): the wrapper takes the
+    decorated function's ``__qualname__`` and ``__wrapped__``; its code keeps the
+    decorator's name (``_logged.<locals>.wrapper``)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) + 1
+    return wrapper
+
+
+@_logged
+def user_step(x):
+    y = x * 2
+    print("between")
+    return y.sin()
+
+
+def test_wrapped_frames_are_named_after_the_wrapped_function(tmp_path, capsys):
+    """explain, the frame caches and the trace name a decorator's wrapper after the
+    function it wraps (``user_step (wrapper)``), its continuations too, never after the
+    decorator's code (``_logged.<locals>.wrapper``)."""
+    import inspect
+    from kiln import trace
+    from kiln.debug.explain import explain
+    from kiln.report import collect
+    kiln.reset()
+    counter = CompileCounter()
+    compiled = kiln.compile(user_step, backend=counter)
+    for x in (torch.ones(3), torch.arange(3.0)):
+        assert torch.equal(compiled(x), user_step(x))
+    # the wrapper breaks at its call of user_step (which breaks at the print): two graphs
+    # (mul; sin), the wrapper's continuation adds 1 in a third
+    assert (counter.frame_count, counter.op_count) == (3, 3)
+    kiln.reset()
+    report = explain(user_step)(torch.ones(3))
+    wrapper_line = inspect.getsourcelines(_logged)[1] + 8
+    step_line = inspect.getsourcelines(user_step.__wrapped__)[1] + 3
+    assert [e.frame for e in report.entries] == [
+        "user_step (wrapper)", "user_step", f"user_step (wrapper), from line {wrapper_line}",
+        f"user_step, from line {step_line}"], report.entries
+    assert "<locals>" not in str(report) and "wrapper," not in str(report).replace("(wrapper),", "")
+    # entries (their graphs, glue and guards) are named after user_step too, not wrapper_N
+    assert all(e.guard_source.startswith("def ___guard_user_step_") for e in report.entries), report.entries
+    kiln.reset()
+    kiln.config.trace_dir = str(tmp_path / "trace")
+    try:
+        kiln.compile(user_step)(torch.ones(3))
+    finally:
+        kiln.config.trace_dir = ""
+        trace.close()
+    records = [r for path in collect.trace_files(str(tmp_path / "trace")) for r in collect.read_records(path)]
+    names = [r["frame"]["qualname"] for r in records if r.get("kind") == "capture_start"]
+    assert names[0] == "user_step (wrapper)" and "user_step" in names, names
+    assert not any("<locals>" in n for n in names), names
+    graphs = [r["entry"] for r in records if r.get("kind") == "graph"]
+    assert graphs and all(g.startswith("user_step_") for g in graphs), graphs
+
+
+def test_hugging_face_frames_are_named_after_the_model(capsys):
+    """BertModel.forward is wrapped by transformers' decorators (its code is
+    ``merge_with_config_defaults.<locals>.wrapper`` or similar): explain names it
+    ``BertModel.forward``."""
+    transformers = pytest.importorskip("transformers")
+    from kiln.debug.explain import explain
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=64, vocab_size=100)
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg).eval()
+    assert type(model).forward.__code__.co_qualname != "BertModel.forward"   # the premise: a wrapper
+    kiln.reset()
+    for ids in (torch.randint(0, 100, (1, 6)), torch.randint(0, 100, (1, 6))):
+        with torch.no_grad():
+            report = explain(model)(input_ids=ids)
+            expected = model(input_ids=ids)
+        torch.testing.assert_close(report.result.last_hidden_state, expected.last_hidden_state)
+    assert report.graph_count == 1 and report.break_count == 0 and report.op_count > 30
+    assert [e.frame for e in report.entries] == ["BertModel.forward (wrapper)"]
+    assert report.entries[0].guard_source.startswith("def ___guard_BertModel_forward_")   # not wrapper_1
+    assert "<locals>" not in str(report) and "merge_with_config_defaults" not in str(report)

@@ -38,7 +38,7 @@ def test_a_hang_is_a_timeout_row(bench_plugins):
 def test_skip_list_skips_unless_no_skip(monkeypatch):
     monkeypatch.setattr(skips, "SKIPS", [skips.Skip("mlp", "known to explode", frontend="kiln")])
     ran = []
-    monkeypatch.setattr(driver, "run_job", lambda job, timeout: ran.append(job.frontend) or job.blank(status="pass"))
+    monkeypatch.setattr(driver, "run_job", lambda job, timeout, **kw: ran.append(job.frontend) or job.blank(status="pass"))
     jobs = driver.plan(["mlp"], ["kiln", "torch"], OPTS, ["cpu"])
 
     rows = driver.run_all(jobs, timeout=5)

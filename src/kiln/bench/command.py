@@ -5,7 +5,7 @@ shown as a table with a summary, and optionally written as CSV and a PNG chart.
 The options follow PyTorch's benchmarks/dynamo runners where they overlap.
 
 Examples:
-  kiln bench --suite quick                      # the demo: 4 small models, Kiln
+  kiln bench --suite quick --frontend both      # the demo: 4 small models, Kiln beside torch.compile
   kiln bench --suite hf --frontend both --plot chart.png --output results.csv
   kiln bench --only bert --training --backend aot_eager --accuracy
   kiln bench --suite quick --report reports/          # one HTML report per model
@@ -27,6 +27,10 @@ from ..report import write_report
 from . import driver, dynamic, dynamic_report, frontends as fe_mod, registry, report, runner
 from .plot import plot
 from .results import DEVICES, FRONTENDS, RunOptions
+
+#: the terminal width the table is kept readable in (report.build_table), and the
+#: width of the table written to a pipe or file
+TABLE_WIDTH = 120
 
 HELP = "benchmark the model suite (accuracy, speed, graphs, breaks), optionally side by side with torch.compile"
 
@@ -71,6 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="torch intra-op threads per worker; 1 keeps timings stable on shared machines (default: 1)")
     how.add_argument("--timeout", type=float, default=300.0,
                      help="seconds per model and frontend before giving up (default: 300)")
+    how.add_argument("--heartbeat", type=float, default=driver.HEARTBEAT_S, metavar="SECONDS",
+                     help="while a worker runs, say every SECONDS that it is alive and in which phase "
+                          f"(default: {driver.HEARTBEAT_S:g})")
 
     out = p.add_argument_group("output")
     out.add_argument("--output", metavar="CSV", help="write every row to this CSV file")
@@ -90,6 +97,8 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {args.timeout:g}")
+    if args.heartbeat <= 0:
+        raise UsageError(f"--heartbeat must be positive, got {args.heartbeat:g}")
     if args.dynamic and args.plot:
         raise UsageError("--plot draws speedups and capture times, which --dynamic does not measure; "
                          "use --output for the series' CSV")
@@ -122,8 +131,8 @@ def _check(args) -> tuple[list[str], list[str], RunOptions, list[str]]:
 def run(args) -> int:
     models, frontends, opts, devices = _check(args)
     out, err = Console(), Console(stderr=True)
-    if not out.is_terminal:   # pipes and files: do not squeeze the table into 80 columns
-        out = Console(width=200)
+    if not out.is_terminal:   # pipes and files: the width the table is laid out for, not 80
+        out = Console(width=TABLE_WIDTH)
     if args.list:
         for name in models:
             spec = registry.get(name)
@@ -142,8 +151,8 @@ def run(args) -> int:
         return 130
     shown = dynamic_report if opts.dynamic else report
     out.print(shown.build_table(rows, title=title))
-    for line in shown.summary_lines(rows):
-        out.print(line, markup=False, highlight=False)
+    for line in shown.summary_lines(rows):   # long lines left to the terminal to wrap (and whole in files)
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     if args.output:
         report.write_csv(rows, args.output)
         err.print(f"wrote {args.output}")
@@ -176,8 +185,10 @@ def _write_reports(jobs, directory: str) -> list[str]:
 def _run_with_progress(jobs, args, err):
     """Run the jobs behind a progress bar; a Ctrl-C keeps the rows done so far.
 
-    The bar is drawn only on a terminal; otherwise (CI logs, pipes) each finished
-    row is one plain line, so logs stay readable.
+    Each job says when it starts, every ``--heartbeat`` seconds while its worker
+    runs (with the phase the worker is in: a long compile shows as alive), and when it
+    ends.  The bar is drawn only on a terminal; otherwise (CI logs, pipes) those are
+    plain lines, so logs stay readable.
     """
     rows = []
     start = time.perf_counter()
@@ -188,8 +199,13 @@ def _run_with_progress(jobs, args, err):
         say = progress.console.print if progress else err.print
 
         def on_start(job):
+            say(f"  {job.title}: started", markup=False, highlight=False)
             if progress:
                 progress.update(task, description=job.title)
+
+        def on_heartbeat(job, elapsed, phase):
+            say(f"  {job.title}: still running after {elapsed:.0f} s (phase: {phase})", markup=False,
+                highlight=False)
 
         def on_result(job, row):
             speed = f" {row.speedup:.2f}x" if getattr(row, "speedup", None) else ""
@@ -202,7 +218,7 @@ def _run_with_progress(jobs, args, err):
 
         try:
             driver.run_all(jobs, args.timeout, no_skip=args.no_skip, on_start=on_start, on_result=on_result,
-                           collect=rows)
+                           on_heartbeat=on_heartbeat, heartbeat_s=args.heartbeat, collect=rows)
         except KeyboardInterrupt:
             err.print(f"interrupted; reporting the {len(rows)} row(s) finished")
     err.print(f"ran {len(rows)} job(s) in {time.perf_counter() - start:.1f} s")

@@ -16,6 +16,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
@@ -23,7 +24,7 @@ from typing import Callable, Iterable
 from . import frontends as _frontends
 from .results import EAGER_FAIL, FAIL_RUN, SKIPPED, TIMEOUT, Result, RunOptions, row_class
 from .skips import skip_reason
-from .worker import PHASE_TAG, RESULT_TAG
+from .worker import PHASE_TAG, RESULT_TAG, STARTED_ENV
 
 EAGER_PHASES = ("eager", "fp64 reference", "eager timing")
 
@@ -92,26 +93,64 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_job(job: Job, timeout: float) -> Result:
-    """Run one job in a fresh interpreter; always returns a row."""
+#: seconds between "still running" lines while a worker is busy (kiln bench --heartbeat)
+HEARTBEAT_S = 30.0
+
+
+def _read_lines(stream, into: list[str]) -> threading.Thread:
+    """A thread that appends every line of ``stream`` to ``into`` until it closes."""
+    def pump():
+        for line in stream:
+            into.append(line)
+        stream.close()
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
+
+
+def run_job(job: Job, timeout: float, *, heartbeat_s: float = HEARTBEAT_S,
+            on_heartbeat: Callable[[Job, float, str], None] = lambda job, elapsed, phase: None) -> Result:
+    """Run one job in a fresh interpreter; always returns a row.
+
+    While the worker runs, ``on_heartbeat(job, seconds so far, phase)`` is called every
+    ``heartbeat_s`` seconds (the phase is the last one the worker announced), so a long
+    compile shows that it is alive and where it is.
+    """
     cmd = [sys.executable, "-m", "kiln.bench.worker", "--model", job.model, "--frontend", job.frontend,
            "--options", job.opts.to_json()]
     start = time.perf_counter()
+    env = worker_env()
+    env[STARTED_ENV] = repr(time.time())
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=worker_env(), start_new_session=True)
+                            env=env, start_new_session=True)
+    out_lines: list[str] = []
+    err_lines: list[str] = []
+    readers = [_read_lines(proc.stdout, out_lines), _read_lines(proc.stderr, err_lines)]
     timed_out = False
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        stdout, stderr = proc.communicate()
+        while True:
+            elapsed = time.perf_counter() - start
+            if elapsed >= timeout:
+                timed_out = True
+                _kill_group(proc)
+                proc.wait()
+                break
+            try:
+                proc.wait(timeout=min(heartbeat_s, timeout - elapsed))
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.perf_counter() - start
+                if elapsed < timeout:
+                    on_heartbeat(job, elapsed, parse_output("".join(out_lines))[0] or "start-up")
     except BaseException:   # Ctrl-C: the worker is in its own session and would outlive us
         _kill_group(proc)
         proc.wait()
         raise
+    for reader in readers:
+        reader.join(timeout=5)
+    stdout, stderr = "".join(out_lines), "".join(err_lines)
     wall = time.perf_counter() - start
-    phase, payload = parse_output(stdout or "")
+    phase, payload = parse_output(stdout)
 
     if payload is not None and not timed_out:
         row = row_class(job.opts).from_dict(payload)
@@ -119,7 +158,7 @@ def run_job(job: Job, timeout: float) -> Result:
         row = job.blank(status=TIMEOUT, reason=f"no result after {timeout:g} s (in phase: {phase or 'start-up'})")
     else:
         status = EAGER_FAIL if phase in EAGER_PHASES else FAIL_RUN
-        detail = _last_line(stderr or "")
+        detail = _last_line(stderr)
         row = job.blank(status=status, reason=f"worker {_exit_description(proc.returncode)} in phase "
                                               f"{phase or 'start-up'}" + (f": {detail}" if detail else ""))
     row.wall_s = wall
@@ -129,8 +168,10 @@ def run_job(job: Job, timeout: float) -> Result:
 def run_all(jobs: list[Job], timeout: float, *, no_skip: bool = False,
             on_start: Callable[[Job], None] = lambda job: None,
             on_result: Callable[[Job, Result], None] = lambda job, row: None,
-            collect: list | None = None) -> list[Result]:
+            on_heartbeat: Callable[[Job, float, str], None] = lambda job, elapsed, phase: None,
+            heartbeat_s: float = HEARTBEAT_S, collect: list | None = None) -> list[Result]:
     """Run the jobs one by one; skip-listed ones become ``skipped`` rows unless ``no_skip``.
+    ``on_start`` is called before each job, ``on_heartbeat`` while one runs (see ``run_job``).
 
     Rows are appended to ``collect`` (a new list by default) as they finish, so a
     caller interrupted half way still has the finished ones.
@@ -140,7 +181,8 @@ def run_all(jobs: list[Job], timeout: float, *, no_skip: bool = False,
         on_start(job)
         reason = None if no_skip else skip_reason(job.model, job.frontend, job.opts.mode, job.opts.backend,
                                                   job.opts.device)
-        row = job.blank(status=SKIPPED, reason=reason) if reason else run_job(job, timeout)
+        row = job.blank(status=SKIPPED, reason=reason) if reason else \
+            run_job(job, timeout, heartbeat_s=heartbeat_s, on_heartbeat=on_heartbeat)
         rows.append(row)
         on_result(job, row)
     return rows

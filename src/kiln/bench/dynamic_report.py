@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rich.table import Table
-
-from .report import _fmt, _status, add_frontend_blocks, break_lines, count_row
+from .noise import startup_lines
+from .report import _fmt, _status, add_frontend_blocks, compact_table, break_lines, count_row
 from .results import FAIL_ACCURACY, PASS, DynamicResult
 
 #: rows whose series ran to the end (their counts and times cover every call)
@@ -64,7 +63,7 @@ def _accuracy(r: DynamicResult) -> str:
 def build_table(rows: list[DynamicResult], title: str = "kiln bench --dynamic"):
     """A rich Table: model, what the series varies, then one block per frontend."""
     frontends = list(dict.fromkeys(r.frontend for r in rows))
-    table = Table(title=title, header_style="bold", show_lines=False)
+    table = compact_table(title)
     table.add_column("model", no_wrap=True)
     table.add_column("varies", no_wrap=True)
     table.add_column("shapes", justify="right", no_wrap=True)
@@ -111,6 +110,7 @@ def summary_lines(rows: list[DynamicResult]) -> list[str]:
     compare = comparison_line(rows)
     if compare:
         lines.append(compare)
+    lines += startup_lines(rows)      # imports only: the series' first compile is in series s
     problems = [r for r in rows if r.status != PASS and r.reason]
     if problems:
         lines += ["", "not passing:"]

@@ -45,8 +45,8 @@ class GraphRecorder:
                            or type(e).__name__ == "FakeTensor" for e in ex)]
 
 
-def interleaved_medians(fns: list[Callable[[], object]], rounds: int, now=time.perf_counter) -> list[float]:
-    """Median seconds per call of each of ``fns``, called in turn ``rounds`` times (so
+def interleaved_times(fns: list[Callable[[], object]], rounds: int, now=time.perf_counter) -> list[list[float]]:
+    """Seconds of every call of each of ``fns``, called in turn ``rounds`` times (so
     that drift and bursts of load hit all of them alike)."""
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(max(rounds, 1)):
@@ -54,7 +54,21 @@ def interleaved_medians(fns: list[Callable[[], object]], rounds: int, now=time.p
             t0 = now()
             fn()
             bucket.append(now() - t0)
-    return [statistics.median(b) for b in times]
+    return times
+
+
+def interleaved_medians(fns: list[Callable[[], object]], rounds: int, now=time.perf_counter) -> list[float]:
+    """Median seconds per call of each of ``fns`` (see ``interleaved_times``)."""
+    return [statistics.median(b) for b in interleaved_times(fns, rounds, now)]
+
+
+def spread(times: list[float]) -> float | None:
+    """Interquartile range over median: how far apart the middle half of the repetitions
+    lie, relative to the number reported (None below 4 repetitions, too few to say)."""
+    if len(times) < 4:
+        return None
+    q1, median, q3 = statistics.quantiles(times, n=4)
+    return (q3 - q1) / median if median > 0 else None
 
 
 def model_overhead_us(compiled_call: Callable[[], object], backend: GraphRecorder,

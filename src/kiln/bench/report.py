@@ -13,9 +13,11 @@ import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 
+from rich import box
 from rich.table import Table
 
 from ..runtime import native
+from .noise import MARK, is_noisy, noise_lines, noise_reasons, startup_lines
 from .results import COLUMNS, PASS, SKIPPED, Result
 
 STATUS_STYLE = {"pass": "green", "skipped": "dim", "timeout": "yellow", "fail_accuracy": "magenta"}
@@ -96,26 +98,50 @@ def group_rows(rows: list[Result]):
 
 
 def build_table(rows: list[Result], title: str = "kiln bench"):
-    """A rich Table: shared columns, then one block of columns per frontend."""
+    """A rich Table: shared columns, then one block of columns per frontend.
+
+    With two frontends the block is kept narrow enough for a 120-column terminal:
+    graphs, breaks and recompiles share one ``g/b/r`` cell, and the first-call, overhead
+    and accuracy columns are left to the CSV (accuracy failures show in the status).
+    A speedup marked ``~`` comes from noisy timings (``bench.noise``).
+    """
     frontends = list(dict.fromkeys(r.frontend for r in rows))
     single = len(frontends) == 1
-    table = Table(title=title, header_style="bold", show_lines=False)
-    table.add_column("model", no_wrap=True)
+    table = compact_table(title)
+    table.add_column("model", overflow="fold")   # the one column that may wrap, should the rest not fit
+    noisy = noise_reasons(rows)
     # eager is timed in every worker (interleaved with the compiled calls), so each
     # frontend's speedup is against its own eager column.
-    per_frontend = [("status", None), ("graphs", "right"), ("breaks", "right"), ("recomp", "right"),
-                    ("eager ms", "right"), ("ms", "right"), ("speedup", "right"), ("capture s", "right")]
+    counts = [("graphs", "right"), ("breaks", "right"), ("recomp", "right")] if single else [("g/b/r", "right")]
+    per_frontend = [("status", None), *counts, ("eager ms" if single else "eager\nms", "right"), ("ms", "right"),
+                    ("speedup", "right"), ("capture s" if single else "capture\ns", "right")]
     if single:
         per_frontend += [("1st call s", "right"), ("ovh µs", "right"), ("acc", None)]
+
     def cells(r):
-        out = [_status(r), _fmt(r.graphs, "d"), _fmt(r.breaks, "d"), _fmt(r.recompiles, "d"),
-               _fmt(r.eager_ms, ".2f"), _fmt(r.compiled_ms, ".2f"), _fmt(r.speedup, ".2f", "x"),
+        if single:
+            out = [_fmt(r.graphs, "d"), _fmt(r.breaks, "d"), _fmt(r.recompiles, "d")]
+        else:
+            out = ["-" if r.graphs is None else "/".join(_fmt(v, "d") for v in (r.graphs, r.breaks, r.recompiles))]
+        speedup = _fmt(r.speedup, ".2f", "x")
+        if is_noisy(noisy, r):
+            speedup = MARK + speedup
+        out = [_status(r), *out, _fmt(r.eager_ms, ".2f"), _fmt(r.compiled_ms, ".2f"), speedup,
                _fmt(r.capture_s, ".2f")]
         if single:
             out += [_fmt(r.first_call_s, ".2f"), _fmt(r.overhead_us, ".1f"), r.accuracy or "-"]
         return out
 
     return add_frontend_blocks(table, rows, frontends, per_frontend, lambda label, group: [label], cells)
+
+
+def compact_table(title: str) -> Table:
+    """A table without vertical rules, one space either side of each cell: the lines
+    between columns cost a column each, which two frontends' blocks cannot spare.
+    Headers may take several lines (``"eager\\nms"``): a header, not a value, is what
+    makes most of these columns wide."""
+    return Table(title=title, header_style="bold", show_lines=False, box=box.SIMPLE_HEAD, show_edge=False,
+                 pad_edge=False, padding=(0, 0, 0, 1))
 
 
 def add_frontend_blocks(table, rows, frontends, per_frontend, lead_cells, frontend_cells):
@@ -162,6 +188,7 @@ def summary_lines(rows: list[Result]) -> list[str]:
         lines.append(f"per-call overhead kiln/torch: geomean {ratio[0]:.2f}x over {ratio[1]} model(s) "
                      f"(each model's compiled call minus its graphs' time; Kiln's guards: "
                      f"{native.active_path()}, KILN_NO_C=1 for Python)")
+    lines += startup_lines(rows)
     problems = [r for r in rows if r.status != PASS and r.reason]
     if problems:
         lines.append("")
@@ -171,7 +198,7 @@ def summary_lines(rows: list[Result]) -> list[str]:
     if unchecked:
         lines.append("")
         lines.append(f"accuracy not checked for {len(unchecked)} passing row(s): {unchecked[0].reason}")
-    return lines + break_lines(rows)
+    return lines + noise_lines(rows) + break_lines(rows)
 
 
 def break_lines(rows) -> list[str]:
@@ -202,7 +229,8 @@ def write_csv(rows: list[Result], path: str) -> None:
 def read_csv(path: str) -> list[Result]:
     """Rows back from :func:`write_csv` (numbers parsed), e.g. to re-plot a saved run."""
     ints = {"graphs", "breaks", "recompiles"}
-    floats = {"eager_ms", "compiled_ms", "speedup", "first_call_s", "capture_s", "overhead_us", "wall_s"}
+    floats = {"eager_ms", "compiled_ms", "speedup", "first_call_s", "capture_s", "overhead_us", "eager_spread",
+              "compiled_spread", "import_s", "first_compile_s", "wall_s"}
     rows = []
     with open(path, newline="") as fh:
         for raw in csv.DictReader(fh):

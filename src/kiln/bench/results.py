@@ -79,6 +79,10 @@ class Result(RowKey):
     first_call_s: float | None = None  # first compiled call, capture + backend compile included
     capture_s: float | None = None     # first_call_s minus one steady eager call
     overhead_us: float | None = None   # this model's compiled call minus its graphs' time (inference)
+    eager_spread: float | None = None     # interquartile range / median of the timed eager calls
+    compiled_spread: float | None = None  # the same for the compiled calls
+    import_s: float | None = None      # worker start-up: interpreter start and imports, before any model
+    first_compile_s: float | None = None  # the frontend's first compile in the process (x + 1), not a model's
     wall_s: float | None = None        # the whole worker subprocess, start-up included
 
     def to_json(self) -> str:
@@ -115,6 +119,7 @@ class DynamicResult(RowKey):
     eager_series_s: float | None = None  # wall time of the same series run eagerly
     accuracy: str = ""          # ok | fail | unavailable | "" (not checked), over every call
     accuracy_fails: int | None = None  # calls whose outputs failed the accuracy check
+    import_s: float | None = None      # worker start-up: interpreter start and imports, before any model
     wall_s: float | None = None        # the whole worker subprocess, start-up included
 
     to_json = Result.to_json

@@ -8,12 +8,13 @@ numbers mean the same thing for every model and frontend:
    take the fp64 reference copy before anything runs;
 2. eager: one seeded call (kept for accuracy), the fp64 reference call, warm-up;
 3. warm the frontend up on ``lambda x: x + 1``, so its one-time start-up is not
-   counted as the model's capture;
+   counted as the model's capture (it is timed, as ``first_compile_s``);
 4. compiled: reset the frontend, compile (the backend wrapped by a
    ``bench.overhead.GraphRecorder``), one seeded call timed as the first call
    (capture and backend compile happen here), warm-up;
 5. steady state: ``repeat`` rounds of one eager call then one compiled call, and
-   the median of each.  Interleaving matters on a shared, noisy machine: a burst of
+   the median of each, and their spread (``overhead.spread``).  Interleaving matters
+   on a shared, noisy machine: a burst of
    load slows both sides of a round instead of skewing one median; then (inference)
    the model's own per-call overhead: a compiled call minus calling its compiled
    graphs directly on their example inputs (``bench.overhead``);
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import time
 import traceback
 from dataclasses import asdict
@@ -38,7 +40,7 @@ import torch
 from .. import trace
 from ..config import config
 from . import checks, frontends, registry
-from .overhead import GraphRecorder, interleaved_medians, model_overhead_us
+from .overhead import GraphRecorder, interleaved_times, model_overhead_us, spread
 from .results import EAGER_FAIL, FAIL_ACCURACY, FAIL_COMPILE, FAIL_RUN, PASS, Result, RunOptions
 
 SEED = 0
@@ -210,7 +212,9 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
     probe_error = ""
     on_phase("warm-up")
     try:
+        t0 = time.perf_counter()
         warm_up_frontend(fe)
+        res.first_compile_s = time.perf_counter() - t0
     except Exception as exc:  # not worth failing a row over
         traceback.print_exc()
         probe_error = f"frontend warm-up failed: {describe(exc)}"
@@ -251,8 +255,9 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
     try:
         for _ in range(max(opts.warmup - 1, 0)):
             step(compiled, inputs)
-        eager_s, compiled_s = interleaved_medians([eager_call, lambda: step(compiled, inputs)],
-                                                  opts.repeat if opts.performance else 1, now)
+        eager_times, compiled_times = interleaved_times([eager_call, lambda: step(compiled, inputs)],
+                                                        opts.repeat if opts.performance else 1, now)
+        eager_s, compiled_s = statistics.median(eager_times), statistics.median(compiled_times)
     except _EagerBroke as broke:
         traceback.print_exception(broke.__cause__)
         res.status, res.reason = EAGER_FAIL, "eager failed after compiling: " + describe(broke.__cause__)
@@ -278,6 +283,7 @@ def _run_model(name: str, frontend_name: str, opts: RunOptions, on_phase: Callab
     if opts.performance:
         res.eager_ms, res.compiled_ms = eager_s * 1e3, compiled_s * 1e3
         res.speedup = eager_s / compiled_s if compiled_s > 0 else None
+        res.eager_spread, res.compiled_spread = spread(eager_times), spread(compiled_times)
     res.status = PASS
     if opts.accuracy:
         on_phase("accuracy")

@@ -19,7 +19,9 @@ Tracebacks go to stderr, which the driver keeps for rows that crash.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 
 from .dynamic import run_series
 from .results import RunOptions
@@ -27,6 +29,9 @@ from .runner import run_model
 
 PHASE_TAG = "KILN_BENCH_PHASE"
 RESULT_TAG = "KILN_BENCH_RESULT"
+#: set by the driver to ``time.time()`` when it starts the worker, so the worker can
+#: report its start-up (interpreter and imports) apart from any model's capture
+STARTED_ENV = "KILN_BENCH_STARTED"
 
 
 def _emit(tag: str, text: str) -> None:
@@ -41,9 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options", required=True, help="RunOptions as JSON")
     args = parser.parse_args(argv)
 
+    started = os.environ.get(STARTED_ENV)
+    import_s = time.time() - float(started) if started else None   # before any model is built
     opts = RunOptions.from_json(args.options)
     run = run_series if opts.dynamic else run_model
     result = run(args.model, args.frontend, opts, on_phase=lambda phase: _emit(PHASE_TAG, phase))
+    result.import_s = import_s
     _emit(RESULT_TAG, result.to_json())
     return 0
 

@@ -4,4 +4,5 @@
 from .basics import ShapePolicy  # noqa: F401
 from .frames import capture  # noqa: F401
 from .frames import capture_whole  # noqa: F401
+from .frames import frame_label  # noqa: F401
 # --- end of the face ---

@@ -143,12 +143,10 @@ def explain(fn, backend="eager"):
         report.recompiles = metrics.recompiles - recompiles_before
         for key, frame_cache in list(cache._CACHES.items()):
             if key[1] == id(recorder):
-                # the user's name for the frame: a continuation's qualname says where it
-                # resumes (``f, after line 40``)
-                code = frame_cache.code
+                # the user's name for the frame (``FrameCache.name``): a continuation's says
+                # where it resumes (``f, from line 40``), a wrapper's names the function it wraps
                 for e in frame_cache.entries:
-                    report.entries.append(EntryInfo(getattr(code, "co_qualname", code.co_name), e.guard_count,
-                                                    e.guard_source))
+                    report.entries.append(EntryInfo(frame_cache.name, e.guard_count, e.guard_source))
         return report
 
     return run

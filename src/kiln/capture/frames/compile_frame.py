@@ -29,7 +29,7 @@ from ..basics import ShapePolicy
 from .graph_break import BreakPlan, FrameCompiler
 from .graph_outputs import extra_outputs, mutated_inputs, partial_backward_diverges, storage_key
 from ..interpreter import BreakHere, Tracer
-from .resume import note_probed
+from .resume import entry_base, note_probed
 from ..basics import ClosureSource, FnSource, LocalSource
 from ..semantics import CaptureState
 from ..values import GradModeValue, TensorValue, TracedException, wrap
@@ -92,7 +92,7 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy | Non
     _check_marked_dims(builder)
     for sources, check, description in builder.shape_guards():
         state.guards.shape(sources, check, description)
-    name = _entry_name(code)
+    name = _entry_name(fn)
     graph, out_index = _seal_graph(state, [result] if plan is None else plan.values(), name)
     cg = Codegen(state, out_index)
     handoff = []
@@ -204,10 +204,11 @@ def _new_trace(fn, real_locals, break_at, shapes, compiler):
     return state, tracer
 
 
-def _entry_name(code) -> str:
-    """A fresh name for an entry of ``code``: a valid identifier even for <lambda>,
-    <genexpr> and other non-identifier code names."""
-    return f"{''.join(c if c.isalnum() else '_' for c in code.co_name)}_{next(_ENTRY_IDS)}"
+def _entry_name(fn) -> str:
+    """A fresh name for an entry of ``fn``'s frame (``resume.entry_base``: a wrapper's is
+    the wrapped function's, ``BertModel_forward_3``): a valid identifier even for
+    <lambda>, <genexpr> and other non-identifier code names."""
+    return f"{''.join(c if c.isalnum() else '_' for c in entry_base(fn))}_{next(_ENTRY_IDS)}"
 
 
 def _seal_graph(state, outgoing: list, name: str) -> tuple:

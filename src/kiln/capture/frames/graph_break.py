@@ -15,7 +15,8 @@ from ...compile_settings import CompileSettings
 from ...exc import Unsupported
 from ...runtime import caches, CalleeCompiler, has_hooks, LoopExit, StepFactory
 from ..basics import decode, enclosing_loops, exception_table, exit_of, LAYOUT, stack_depths, stack_inputs
-from .resume import Resumption, check_resumable, continuation_code, live_locals, origin_of, probed, step_code
+from .resume import (Resumption, check_resumable, continuation_code, live_locals, origin_of, probed, root_label,
+                     step_code)
 from ..values import BoundMethodValue, ModuleValue, NullValue, TensorValue, UserFunctionValue, Value
 
 
@@ -158,9 +159,10 @@ class BreakPlan:
     def step_factory(self, fn) -> StepFactory:
         """What the glue calls at the break (``runtime.steps``), with the code objects built
         now and the continuations inside loops built when first picked."""
-        exits = [LoopExit(functools.partial(_continuation_at_exit, self.code, res),
-                          functools.partial(_reads_next_loop, self.code, res))
-                 if res.loops else continuation_code(self.code, res) for _kind, res in self.exits]
+        label = root_label(fn)
+        exits = [LoopExit(functools.partial(_continuation_at_exit, self.code, res, label=label),
+                          functools.partial(_reads_next_loop, self.code, res, label=label))
+                 if res.loops else continuation_code(self.code, res, label) for _kind, res in self.exits]
         offset = self.ins.offset
         in_try = any(start <= offset < end for start, end, *_ in exception_table(self.code))
         step = step_code(self.code, self.at, self.untouched, self.exits, in_try)
@@ -169,15 +171,15 @@ class BreakPlan:
                            where=f"{self.code.co_name}+{offset} ({self.ins.opname})")
 
 
-def _continuation_at_exit(code, res: Resumption, exhausted: int):
+def _continuation_at_exit(code, res: Resumption, exhausted: int, label: str | None = None):
     """The copy of the continuation at ``res`` entered with ``exhausted`` loops run out."""
-    return continuation_code(code, res.at_exit(exhausted))
+    return continuation_code(code, res.at_exit(exhausted), label)
 
 
-def _reads_next_loop(code, res: Resumption, exhausted: int) -> bool:
+def _reads_next_loop(code, res: Resumption, exhausted: int, label: str | None = None) -> bool:
     """Whether the copy for ``exhausted`` run-out loops depends on the next loop's
     iterator (assumed until it has been captured; ``runtime.steps.LoopExitPicker``)."""
-    read = probed(_continuation_at_exit(code, res, exhausted))
+    read = probed(_continuation_at_exit(code, res, exhausted, label))
     return read is None or res.param(res.loops[exhausted]) in read
 
 

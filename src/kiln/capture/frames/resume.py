@@ -106,7 +106,8 @@ def _prepared(code):
 
 
 def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_pos: int, params: list[str],
-           code, name: str, stub_stack: int = 0, origin: dict | None = None, unique: str = "") -> types.CodeType:
+           code, name: str, stub_stack: int = 0, origin: dict | None = None, unique: str = "",
+           root_name: str | None = None) -> types.CodeType:
     """Assemble ``items`` (with a label inserted before ``jump_to_start[0]``) into a code object.
 
     The frame's cell variables become free variables of the new code: the glue passes
@@ -150,7 +151,7 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
     # explain, the report and the trace
     root = root_code(code)
     new.name = root.co_name
-    new.qualname = f"{getattr(root, 'co_qualname', root.co_name)}, {name}"
+    new.qualname = f"{root_name or getattr(root, 'co_qualname', root.co_name)}, {name}"
     # code objects compare equal by their code and names (not the qualname): ``unique``
     # (which resume point) in the first constant keeps two continuations of one frame
     # apart as keys of Kiln's caches
@@ -167,12 +168,58 @@ def _build(template, items: list, jump_to_start: tuple, prologue: list, resume_p
     result = consistent_linetable(new.to_code(stacksize=max(code.co_stacksize, stub_stack),
                                               compute_exception_stack_depths=False))
     _ORIGINS[result] = (code, [origin.get(id(x)) for x in out if isinstance(x, Instr)])
+    if root_name:
+        _ROOT_LABELS[result] = root_name
     return result
+
+
+WRAPPER_MARK = " (wrapper)"
+
+
+def entry_base(fn) -> str:
+    """What an entry of ``fn``'s frame is named after (graph, glue and guard names): the
+    wrapped function's qualname for a wrapper and its continuations (``BertModel.forward``),
+    else the code's name."""
+    code = fn.__code__
+    label = _ROOT_LABELS.get(code) or wrapped_name(fn)
+    return label.removesuffix(WRAPPER_MARK) if label else code.co_name
+
+
+def wrapped_name(fn) -> str | None:
+    """The user's name for a decorator's wrapper: ``functools.wraps`` gives the wrapper the
+    decorated function's ``__qualname__`` (and ``__wrapped__``), while its code keeps the
+    decorator's (``merge_with_config_defaults.<locals>.wrapper``).  None for other functions."""
+    code = getattr(fn, "__code__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if code is None or not isinstance(qualname, str) or getattr(fn, "__wrapped__", None) is None:
+        return None
+    return f"{qualname}{WRAPPER_MARK}" if qualname != getattr(code, "co_qualname", code.co_name) else None
+
+
+def root_label(fn) -> str:
+    """What the frames made from ``fn``'s frame are named after: the user's function that
+    frame belongs to (``BertModel.forward (wrapper)`` for a wrapper, the code's qualname
+    otherwise), the same for every continuation made from it."""
+    code = fn.__code__
+    return _ROOT_LABELS.get(code) or wrapped_name(fn) or getattr(root_code(code), "co_qualname", code.co_name)
+
+
+def frame_label(fn) -> str:
+    """The user's name for the frame ``fn`` runs (explain, the report, the trace, Kiln's
+    messages): a continuation's qualname (``f, from line 40``), a wrapper's decorated
+    function, or the code's qualname."""
+    code = fn.__code__
+    if code in _ORIGINS:
+        return getattr(code, "co_qualname", code.co_name)
+    return wrapped_name(fn) or getattr(code, "co_qualname", code.co_name)
 
 
 # generated code object -> (the original code, original instruction index per new instruction);
 # not a cache (a continuation in use must still map back to its frame), so kept across kiln.reset()
 _ORIGINS: dict = {}
+# generated code object -> the name of the user's function its frame belongs to, where that is
+# not its root code's qualname (a decorator's wrapper: ``wrapped_name``); kept like _ORIGINS
+_ROOT_LABELS: dict = {}
 
 
 def root_code(code):
@@ -243,9 +290,10 @@ def _prologue(resumption: Resumption, jump_to: Label, skip: int = 0) -> list:
 _CONTINUATIONS: dict = {}
 
 
-def continuation_code(code, resumption: Resumption) -> types.CodeType:
-    """The code of a function that resumes ``code`` at ``resumption``."""
-    key = (code, resumption)
+def continuation_code(code, resumption: Resumption, label: str | None = None) -> types.CodeType:
+    """The code of a function that resumes ``code`` at ``resumption``; its qualname starts
+    with ``label`` (``root_label``: the user's function) when given."""
+    key = (code, resumption, label)
     hit = _CONTINUATIONS.get(key)
     if hit is None:
         bc, positions, resume_pos = _prepared(code)
@@ -254,7 +302,7 @@ def continuation_code(code, resumption: Resumption) -> types.CodeType:
             (f" (loop exit {resumption.exhausted})" if resumption.exhausted else "")
         unique = f"resume_at_{resumption.index}" + (f"_exit{resumption.exhausted}" if resumption.exhausted else "")
         hit = _build(bc, list(bc), (bc[positions[resumption.index]], start), _prologue(resumption, start),
-                     resume_pos, resumption.params(), code, name, unique=unique)
+                     resume_pos, resumption.params(), code, name, unique=unique, root_name=label)
         _CONTINUATIONS[key] = hit
     return hit
 

@@ -63,7 +63,7 @@ def capture_whole(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy
                           f"it in place").with_location(*(where or tracer.location()))
     if final_grad != state._initial_grad_mode:
         raise Unsupported("the program leaves grad mode switched (torch.set_grad_enabled without restoring it)")
-    name = _entry_name(fn.__code__)
+    name = _entry_name(fn)
     graph, out_index = _seal_graph(state, [result, *(v for _, _, v in buffer_writes)], name)
     cg = Codegen(state, out_index)
     checks = []
