@@ -5,6 +5,7 @@ constant whose repr has braces (a string such as ``"{'a': 0}"``, carried over a 
 read from outside) or an attribute name with braces once made the guard's codegen fail
 with a KeyError (found by the semantics oracle on 3.13: ``'%s' % (v,)`` of a dict breaks,
 and its string result is a guarded constant of the continuation)."""
+import numpy as np
 import torch
 
 import kiln
@@ -46,3 +47,27 @@ def test_braces_in_attribute_names_and_constants():
     got, want = compiled(x, obj, "x"), strange_names(x, obj, "x")
     assert torch.equal(got[0], want[0]) and got[1:] == want[1:]
     assert counter.frame_count == 2
+
+
+NUMPY_NAN = None
+
+
+def _uses_numpy_nan(x):
+    return x + 1 if NUMPY_NAN != NUMPY_NAN else x - 1
+
+
+def test_a_nan_constant_of_another_kind_passes_its_guard_again():
+    # a NaN is never == itself: a numpy NaN scalar (as a float NaN already was) is guarded
+    # as "the same value, or both NaN", instead of failing every call to the recompile limit
+    global NUMPY_NAN
+    kiln.reset()
+    counter = CompileCounter()
+    fast = kiln.compile(_uses_numpy_nan, backend=counter)
+    try:
+        for value in (np.float32("nan"), np.float32("nan"), np.float32(2.0)):
+            NUMPY_NAN = value
+            x = torch.randn(3)
+            torch.testing.assert_close(fast(x), _uses_numpy_nan(x))
+        assert counter.frame_count == 2   # the two NaNs share an entry; 2.0 recompiles
+    finally:
+        NUMPY_NAN = None

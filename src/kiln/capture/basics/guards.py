@@ -101,6 +101,11 @@ class GuardSet:
         elif isinstance(value, (torch.dtype, torch.device, type(Ellipsis))) or value is NotImplemented:
             check = f"{{v}} == {self.ns.ref(value)}" if isinstance(value, torch.device) else f"{{v}} is {self.ns.ref(value)}"
             plan = (("eq" if isinstance(value, torch.device) else "is", value),)
+        elif _unequal_to_itself(value):
+            # a NaN of another kind (a numpy scalar): the same NaN again passes, as for floats
+            ref = self.ns.ref(value)
+            check = f"type({{v}}) is {self.ns.ref(type(value))} and ({{v}} == {ref} or ({{v}} != {{v}} and {ref} != {ref}))"
+            plan = None
         else:
             check = f"type({{v}}) is {self.ns.ref(type(value))} and {{v}} == {self.ns.ref(value)}"
         self.add("const", source, check, f"{source.describe()} == {value!r}", plan=plan, change=(value, "{v}"))
@@ -186,6 +191,13 @@ class GuardSet:
 
 def _mode_word(on: bool) -> str:
     return "enabled" if on else "disabled"
+
+
+def _unequal_to_itself(value) -> bool:
+    try:
+        return bool(value != value)
+    except Exception:   # noqa: BLE001 - an object whose != is not a plain answer
+        return False
 
 
 def literal(value) -> str:
