@@ -146,7 +146,7 @@ KINDS: dict[str, Kind] = {
     "recompile": Kind(count=_count_recompile,
                       record=lambda f: trace.recompile(f["code"], f["failing"], f["args"], f["kwargs"], f["params"],
                                                        f.get("frame_name")),
-                      logs=(("recompiles", lambda f: f"recompiling {f['code'].co_name}: {f['failing']}"),)),
+                      logs=(("recompiles", lambda f: f"recompiling {f.get('frame_name') or f['code'].co_name}: {f['failing']}"),)),
     "recompile_limit": Kind(record=lambda f: trace.recompile_limit(f["code"], f["message"], f.get("frame_name"))),
     # backends/policy.py: the backend's compile step for one graph
     "backend_compile": Kind(count=_count_backend_compile,

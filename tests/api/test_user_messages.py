@@ -443,3 +443,26 @@ def test_hugging_face_frames_are_named_after_the_model(capsys):
     assert [e.frame for e in report.entries] == ["BertModel.forward (wrapper)"]
     assert report.entries[0].guard_source.startswith("def ___guard_BertModel_forward_")   # not wrapper_1
     assert "<locals>" not in str(report) and "merge_with_config_defaults" not in str(report)
+
+
+@_logged
+def user_scale(inp):
+    return inp * 2
+
+
+def test_recompile_reason_names_a_wrapper_after_the_wrapped_function(capsys):
+    kiln.reset()
+    old = kiln.config.logs
+    counter = CompileCounter()
+    compiled = kiln.compile(user_scale, backend=counter)
+    try:
+        kiln.config.logs = "recompiles"
+        for x in (torch.ones(2), torch.ones(2, dtype=torch.float64)):
+            assert torch.equal(compiled(x), user_scale(x))
+    finally:
+        kiln.config.logs = old
+    lines = [l for l in capsys.readouterr().out.splitlines() if "recompiling" in l]
+    assert lines and all(l.startswith("[kiln] recompiling user_scale (wrapper): ")
+                         or l.startswith("[kiln] recompiling user_scale: ") for l in lines), lines
+    assert any("(wrapper)" in l for l in lines), lines
+    assert (counter.frame_count, counter.op_count) == (2, 4)   # one graph per dtype: inp * 2 + 1
