@@ -71,7 +71,9 @@ def test_bigbird_report_in_chromium(tmp_path):
     make_report(target, out)
     dom = check_in_browser(out, breaks, tmp_path / "bigbird.png")
     assert dom.count('class="ln g') > 50          # many source lines coloured by graph
-    assert len(set(re.findall(r'class="ln (g\d+)"', dom))) == 8    # BigBird's 8 graphs
+    # BigBird's 9 graphs (torch.compile: 11): its block-planning numpy code is traced since
+    # numpy capture, up to an np.zeros whose shape comes from an array (a break)
+    assert len(set(re.findall(r'class="ln (g\d+)"', dom))) == 9
 
 
 @pytest.mark.slow
