@@ -245,14 +245,14 @@ def _defines_eq(v) -> bool:
     return getattr(t, "__eq__", object.__eq__) is not object.__eq__ and t.__module__ != "builtins"
 
 
-# Exact builtin types by what their ``==`` can compare with.  Across families both sides'
-# ``__eq__`` return NotImplemented, so Python falls back to identity (``d.keys() == ["a"]``
-# is False); a values view compares by identity with anything (None).
-_EQ_FAMILIES = {int: "number", float: "number", complex: "number", bool: "number", str: "str",
-                bytes: "bytes", bytearray: "bytes", list: "list", tuple: "tuple", range: "range",
-                dict: "dict", collections.OrderedDict: "dict", collections.defaultdict: "dict",
-                set: "set", frozenset: "set", type({}.keys()): "set", type({}.items()): "set",
-                type(None): "none", type({}.values()): None}
+# How to make an empty instance of each exact builtin type whose ``==`` answers by type alone (its
+# items never decide whether it declines): Python itself is asked whether both sides'
+# ``__eq__`` return NotImplemented for the other's type, in which case ``==`` is identity
+# (``d.keys() == ["a"]`` is False; a values view is equal to nothing but itself).
+_EMPTY_OF = {type(make()): make for make in (
+    int, float, complex, bool, str, bytes, bytearray, list, tuple, lambda: range(0), dict,
+    collections.OrderedDict, collections.defaultdict, set, frozenset, lambda: {}.keys(),
+    lambda: {}.items(), lambda: {}.values(), lambda: None)}
 
 
 def _compares_by_identity(a, b) -> bool:
@@ -260,12 +260,10 @@ def _compares_by_identity(a, b) -> bool:
         ta, tb = a.python_type(), b.python_type()
     except Unsupported:
         return False
-    if ta is not tb and (ta is type(None) or tb is type(None)):
-        return True
-    if ta not in _EQ_FAMILIES or tb not in _EQ_FAMILIES:
-        return False
-    fa, fb = _EQ_FAMILIES[ta], _EQ_FAMILIES[tb]
-    return fa is None or fb is None or fa != fb
+    if ta not in _EMPTY_OF or tb not in _EMPTY_OF:
+        return ta is not tb and (ta is type(None) or tb is type(None))
+    ea, eb = _EMPTY_OF[ta](), _EMPTY_OF[tb]()    # two objects, so identity never answers
+    return ta.__eq__(ea, eb) is NotImplemented and tb.__eq__(eb, ea) is NotImplemented
 
 
 def identical(tx, a: Value, b: Value) -> bool:
