@@ -92,6 +92,19 @@ def _count_break(m: Metrics, f: Fields) -> None:
         m.breaks.append(BreakRecord(error.reason, error.location, error.source_line, getattr(error, "fix", None)))
 
 
+def _break_text(f: Fields) -> str:
+    error = f["error"]
+    where = f" at {error.location}" if error.location else ""
+    line = f"\n    {error.source_line.strip()}" if error.source_line else ""
+    nested = "" if f["counted"] else " (counted in the callee's own frame)"
+    return f"graph break{nested}{where}: {error.reason}{line}"
+
+
+def _fallback_text(f: Fields) -> str:
+    where = f" at {f['location']}" if f["location"] else ""
+    return f"{f.get('frame_name') or f['code'].co_name} runs eagerly{where}: {f['reason']}"
+
+
 def _count_fallback(m: Metrics, f: Fields) -> None:
     m.eager_fallbacks += 1
     m.breaks.append(BreakRecord(f["reason"], f["location"], f["source_line"]))
@@ -134,14 +147,16 @@ KINDS: dict[str, Kind] = {
                   logs=(("guards", lambda f: f"guards {f['name']}:\n{f['guard_source']}"),
                         ("code", lambda f: f"glue {f['name']}:\n{f['glue_source']}"))),
     # compile_frame: a graph break (``error``: the Unsupported; ``counted``: in metrics.breaks)
-    "break": Kind(count=_count_break, record=lambda f: trace.graph_break(f["error"], f["counted"])),
+    "break": Kind(count=_count_break, record=lambda f: trace.graph_break(f["error"], f["counted"]),
+                  logs=(("breaks", _break_text),)),
     # compile_frame: a graph runs op by op instead of going to the backend
     "op_by_op": Kind(record=lambda f: trace.emit("op_by_op", reason=f["reason"])),
     # cache.py: the frame runs eagerly from now on (``frame_name``, in this and the recompile
     # kinds: the user's name for the frame, FrameCache.name)
     "fallback": Kind(count=_count_fallback,
                      record=lambda f: trace.fallback(f["code"], f["reason"], f["location"], f["source_line"],
-                                                     f.get("frame_name"))),
+                                                     f.get("frame_name")),
+                     logs=(("breaks", _fallback_text),)),
     # cache.py: ``code`` is captured again (``failing``: later, the newest entry's failing guard)
     "recompile": Kind(count=_count_recompile,
                       record=lambda f: trace.recompile(f["code"], f["failing"], f["args"], f["kwargs"], f["params"],

@@ -466,3 +466,28 @@ def test_recompile_reason_names_a_wrapper_after_the_wrapped_function(capsys):
                          or l.startswith("[kiln] recompiling user_scale: ") for l in lines), lines
     assert any("(wrapper)" in l for l in lines), lines
     assert (counter.frame_count, counter.op_count) == (2, 4)   # one graph per dtype: inp * 2 + 1
+
+
+def print_between(x):
+    y = x.sin()
+    print("between")
+    return y.cos()
+
+
+def test_breaks_log_prints_each_break_with_its_line(capsys):
+    """``KILN_LOGS=breaks`` prints every graph break as it is planned: where, why, the line."""
+    kiln.reset()
+    old = kiln.config.logs
+    counter = CompileCounter()
+    compiled = kiln.compile(print_between, backend=counter)
+    try:
+        kiln.config.logs = "breaks"
+        for x in (torch.ones(3), torch.zeros(3)):
+            assert torch.equal(compiled(x), print_between(x))
+    finally:
+        kiln.config.logs = old
+    assert counter.frame_count == 2
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[kiln]")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("[kiln] graph break at ") and "test_user_messages.py:" in lines[0], lines
+    assert "print" in lines[0], lines
