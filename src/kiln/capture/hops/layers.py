@@ -76,7 +76,7 @@ def call_repeated_layer(tx, module_value, args: list, kwargs: dict):
     bodies = state.layer_bodies
     if bodies is None:
         bodies = state.layer_bodies = LayerBodies()
-    if bodies.depth or not _is_repeated(state, bodies, source, cls) or _writes_pending(state.side_effects):
+    if bodies.depth or not _is_repeated(state, bodies, source, cls):
         return None
     tensors: list = []
     try:
@@ -96,8 +96,13 @@ def call_repeated_layer(tx, module_value, args: list, kwargs: dict):
     if isinstance(body, str):
         bodies.refused[key] = body
         return None
+    out = body.call_for(tx, bodies, module_value, tensors)
+    if out is None:
+        # not even its own layer passes (it read state a write of the trace had changed)
+        bodies.refused[key] = "the layer it was traced from does not pass its checks"
+        return None
     known.append(body)
-    return body.call_for(tx, bodies, module_value, tensors)
+    return out
 
 
 class _NotData(Exception):
@@ -123,17 +128,22 @@ def _data_key(v: Value, tensors: list):
     raise _NotData
 
 
-def _body_argument(v: Value):
-    """The argument ``trace_subgraph`` makes a body input of: fakes for tensors (fresh
-    placeholders), containers of them, constants as they are."""
+def _body_argument(v: Value, fake_mode):
+    """The argument ``trace_subgraph`` makes a body input of: a new fake with a tensor's
+    metadata (a fresh placeholder: the caller's own fake would map results that are the
+    input itself, ``x.to(x.dtype)``, back to the caller's Value), containers of them,
+    constants as they are."""
     if isinstance(v, TensorValue):
-        return v.fake
+        f = v.fake
+        with fake_mode:
+            fresh = torch.empty_strided(f.shape, f.stride(), dtype=f.dtype, device=f.device)
+        return fresh.requires_grad_(f.requires_grad)
     if type(v) is TupleValue:
-        return tuple(_body_argument(i) for i in v.items)
+        return tuple(_body_argument(i, fake_mode) for i in v.items)
     if type(v) is ListValue:
-        return [_body_argument(i) for i in v.items]
+        return [_body_argument(i, fake_mode) for i in v.items]
     if type(v) is DictValue:
-        return {k: _body_argument(i) for k, i in v.items.items()}
+        return {k: _body_argument(i, fake_mode) for k, i in v.items.items()}
     return v
 
 
@@ -155,11 +165,12 @@ def _is_repeated(state, bodies: LayerBodies, source, cls) -> bool:
     return hit
 
 
-def _writes_pending(side_effects) -> bool:
-    """Outer state the trace changed (replayed later): a body read from the real objects
-    could not see it, so no body is traced or reused while anything is pending."""
+def _pending_objects(side_effects) -> set:
+    """id()s of the existing objects the trace has changed (writes replayed later)."""
     se = side_effects
-    return bool(se.attr_writes or se.global_writes or se.cell_writes or se.mutated_containers or se.calls)
+    out = {key[0] for key in se.attr_writes}
+    out.update(id(c.real) for c in se.mutated_containers.values() if getattr(c, "real", None) is not None)
+    return out
 
 
 def under(source, root) -> bool:
@@ -207,11 +218,13 @@ def _trace_body(tx, bodies: LayerBodies, module_value, args: list, kwargs: dict)
         if v is not module_value and getattr(v, "source", None) is not None and under(v.source, layer_source):
             return f"{v.describe()} was read before the layer was called"
     guards = state.guards
+    se = state.side_effects
+    hits = se.pending_hits
     recording, guards.recording = guards.recording, []
     grad_mode = torch.is_grad_enabled()
     bodies.depth += 1
     try:
-        body_args = [_body_argument(a) for a in [*args, *kwargs.values()]]
+        body_args = [_body_argument(a, state.builder.fake_mode) for a in [*args, *kwargs.values()]]
         sub = tx.trace_subgraph(_LayerCall(module_value, len(args), tuple(kwargs)), body_args,
                                 f"layer {type(module_value.obj).__name__}")
     except (Unsupported, TracedException) as e:
@@ -230,7 +243,11 @@ def _trace_body(tx, bodies: LayerBodies, module_value, args: list, kwargs: dict)
         if src is None:
             return f"its body reads a tensor computed in the frame ({node.name})"
         sources.append(reroot(src, layer_source, LAYER) or src)
-    return LayerBody(tx, sub, layer_source, sources, recorded)
+    body = LayerBody(tx, sub, layer_source, sources, recorded)
+    # it saw writes of the trace (a global set before the loop): only while nothing else
+    # is written is that state the same for another layer
+    body.version = se.version if (se.pending_hits != hits or se.cell_writes) else None
+    return body
 
 
 def _impure(sub) -> str | None:
@@ -281,18 +298,36 @@ class LayerBody:
             checked = [s if s is None or under(s, LAYER) else _constant(state, s) for s in moved]
             relative.add(g.kind, checked[0], g.check, g.description, tuple(checked[1:]), g.plan)
         self.checks = len(relative)
-        text = GuardCodegen(relative, "___layer").source("___fits")
+        # the checks hand back every object they read on the way, so that a layer whose
+        # objects the trace has written to (reads of it would see the writes) is not called
+        read = {s for g in relative for s in (g.source, *g.uses) if s is not None and under(s, LAYER)}
+        read.update(s for s in sources if under(s, LAYER))
+        for s in list(read):
+            while s.base is not None and s.base != LAYER:
+                s = s.base
+                read.add(s)
+        self.read = sorted(read, key=lambda s: s.describe())
+        text = GuardCodegen(relative, "___layer").source("___fits", [LAYER, *self.read])
         scope = dict(state.ns.values)
         exec(compile(text, f"<kiln layer checks for {self.cls.__name__}>", "exec"), scope)
         self.fits = scope["___fits"]
         self.identifier = None
+        self.version = None                       # the writes' count it depends on (None: none)
 
     def call_for(self, tx, bodies: LayerBodies, module_value, tensors: list):
         """The call of this body for a layer, or None where the layer does not fit it."""
         layer = module_value.obj
-        if type(layer) is not self.cls or not self.fits(layer):
-            return None
         state = tx.state
+        se = state.side_effects
+        if type(layer) is not self.cls or (self.version is not None and se.version != self.version):
+            return None
+        read = self.fits(layer)
+        if read is False:
+            return None
+        if se.attr_writes or se.mutated_containers:
+            pending = _pending_objects(se)
+            if any(id(obj) in pending for obj in read):
+                return None
         source = module_value.source
         lifted = []
         for rel, meta in zip(self.sources, self.metas):
