@@ -41,7 +41,7 @@ from ...backends import call_body
 from ...config import config
 from ...exc import Unsupported
 from ...runtime import autocast_state
-from ..basics import AttrSource, ConstSource, GuardCodegen, GuardSet, ItemSource, LocalSource
+from ..basics import AttrSource, ConstSource, GuardCodegen, GuardSet, ItemSource, LocalSource, has_unbacked
 from ..values import ConstantValue, DictValue, ListValue, TensorValue, TracedException, TupleValue, Value
 from .subgraph import lower, outer_outputs
 
@@ -263,6 +263,8 @@ def _impure(sub) -> str | None:
                 return f"its body switches global state ({n.target})"
     seen = set()
     for f in sub.out_fakes:
+        if has_unbacked(f):
+            return "its body returns a tensor whose size depends on tensor data"
         storage = id(f.untyped_storage())
         if storage in storages or storage in seen:
             return "its body returns a tensor sharing memory with an input or another output"
@@ -350,11 +352,21 @@ class LayerBody:
             self.identifier = attr.target
         explicit = [lower(tx, t) for t in tensors]
         operands = explicit + lifted
-        node, result = builder.call("call_function", call_body,
-                                    (attr, self.identifier, *[n for n, _ in operands]), {},
-                                    (self.sub.gm, self.identifier, *[f for _, f in operands]), {})
+        node = builder.graph.create_node("call_function", call_body,
+                                         (attr, self.identifier, *[n for n, _ in operands]), {})
+        # the outputs' metadata is the traced body's (its inputs' metadata is the same):
+        # new fakes with it, instead of running the body's ops on fakes again
+        with builder.fake_mode:
+            result = tuple(_fresh_output(f) for f in self.sub.out_fakes)
+        node.meta["example_value"] = result
         count = len(self.sub.out_fakes)
         return self.sub.rebuild(outer_outputs(tx, node, result, count) if count else [])
+
+
+def _fresh_output(f):
+    """A new fake like ``f``, the output of an op (with a ``grad_fn``) where ``f`` needs grad."""
+    t = torch.empty_strided(f.shape, f.stride(), dtype=f.dtype, device=f.device)
+    return t.requires_grad_().clone() if f.requires_grad else t
 
 
 def _pattern(nodes: list) -> tuple:
