@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+import torch.fx
 
 from ...backends import call_body
 from ...config import config
@@ -240,9 +241,13 @@ def _trace_body(tx, bodies: LayerBodies, module_value, args: list, kwargs: dict)
     sources = []
     for node in sub.lifted:
         src = inputs.get(node)
-        if src is None:
+        if src is not None:
+            sources.append(reroot(src, layer_source, LAYER) or src)
+        elif node.op == "call_method" and node.target == "size" and node.args[0] in inputs \
+                and not under(inputs[node.args[0]], layer_source):
+            sources.append(node)     # a symbolic size of an input (lift_size_symbols): the same for all
+        else:
             return f"its body reads a tensor computed in the frame ({node.name})"
-        sources.append(reroot(src, layer_source, LAYER) or src)
     body = LayerBody(tx, sub, layer_source, sources, recorded)
     # it saw writes of the trace (a global set before the loop): only while nothing else
     # is written is that state the same for another layer
@@ -273,6 +278,8 @@ def _impure(sub) -> str | None:
 
 
 def _meta(f):
+    if not isinstance(f, torch.Tensor):
+        return (type(f), str(f))
     return (type(f), tuple(map(str, f.shape)), tuple(map(str, f.stride())), f.dtype, f.device, f.requires_grad)
 
 
@@ -303,7 +310,7 @@ class LayerBody:
         # the checks hand back every object they read on the way, so that a layer whose
         # objects the trace has written to (reads of it would see the writes) is not called
         read = {s for g in relative for s in (g.source, *g.uses) if s is not None and under(s, LAYER)}
-        read.update(s for s in sources if under(s, LAYER))
+        read.update(s for s in sources if not isinstance(s, torch.fx.Node) and under(s, LAYER))
         for s in list(read):
             while s.base is not None and s.base != LAYER:
                 s = s.base
@@ -328,11 +335,16 @@ class LayerBody:
             return None
         if se.attr_writes or se.mutated_containers:
             pending = _pending_objects(se)
-            if any(id(obj) in pending for obj in read):
+            if any(id(obj) in pending for obj in read) or \
+                    any(c.source is not None and under(c.source, module_value.source)
+                        for c in se.mutated_containers.values()):
                 return None
         source = module_value.source
         lifted = []
-        for rel, meta in zip(self.sources, self.metas):
+        for rel, meta, fake in zip(self.sources, self.metas, self.sub.lifted_fakes):
+            if isinstance(rel, torch.fx.Node):
+                lifted.append((rel, fake))
+                continue
             src = reroot(rel, LAYER, source) or rel
             v = tx.wrap(state.real_value(src), src)
             if not isinstance(v, TensorValue) or _meta(v.fake) != meta:
