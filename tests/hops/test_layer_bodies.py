@@ -184,3 +184,91 @@ def test_inductor_compiles_the_body_once():
     cc = check(run, with_model(Stack_of(n=6)), backend="inductor", grad=True, atol=1e-4)
     assert bodies(cc) == (1, 6)
     assert time.perf_counter() - start < 120
+
+
+# -- torch.compiler.nested_compile_region ------------------------------------------------
+
+@torch.compiler.nested_compile_region
+def region(x, w):
+    return torch.relu(x @ w) + 1
+
+
+def chain(x, ws):
+    for w in ws:
+        x = region(x, w)
+    return x
+
+
+class MarkedLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    @torch.compiler.nested_compile_region
+    def forward(self, x):
+        return self.lin(x).tanh()
+
+
+class TwoMarked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = MarkedLayer(), MarkedLayer()
+
+    def forward(self, x, mask):
+        return self.second(self.first(x)) + mask
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_marked_function_is_one_body(backend):
+    gen = torch.Generator().manual_seed(2)
+    cases = [(torch.randn(3, 4, generator=gen, requires_grad=True),
+              [torch.randn(4, 4, generator=gen, requires_grad=True) for _ in range(3)]) for _ in range(2)]
+    cc = Counting(backend)
+    f = kiln.compile(chain, backend=cc, fullgraph=True)
+    for x, ws in cases:
+        torch.testing.assert_close(f(x, ws), chain(x, ws))
+        got = torch.autograd.grad(f(x, ws).sum(), [x, *ws])
+        expected = torch.autograd.grad(chain(x, ws).sum(), [x, *ws])
+        torch.testing.assert_close(got, expected)
+    assert cc.frame_count == 1 and bodies(cc) == (1, 3)
+
+
+def test_a_marked_module_method_is_one_body_for_modules_outside_containers():
+    torch.manual_seed(0)
+    cc = check(run, with_model(TwoMarked()), grad=True)
+    assert bodies(cc) == (1, 2)
+
+
+SCALE = 1.0
+
+
+@torch.compiler.nested_compile_region
+def scaled(y):
+    return y * SCALE
+
+
+def rescaling(x):
+    global SCALE
+    a = scaled(x)
+    SCALE = 3.0          # the frame writes what the region reads: the second call is traced again
+    b = scaled(a)
+    SCALE = 1.0
+    return b
+
+
+def test_a_region_reading_state_the_frame_changes_is_traced_again():
+    cc = Counting("eager")
+    f = kiln.compile(rescaling, backend=cc)
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), x * 3.0)
+    assert bodies(cc) == (2, 2)
+
+
+def test_marked_functions_are_inlined_with_reuse_off():
+    config.reuse_layer_bodies = False
+    gen = torch.Generator().manual_seed(3)
+    x, ws = torch.randn(3, 4, generator=gen), [torch.randn(4, 4, generator=gen) for _ in range(3)]
+    cc = Counting("eager")
+    f = kiln.compile(chain, backend=cc, fullgraph=True)
+    torch.testing.assert_close(f(x, ws), chain(x, ws))
+    assert bodies(cc) == (0, 0) and cc.op_count == 9

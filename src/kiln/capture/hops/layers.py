@@ -43,7 +43,7 @@ from ...config import config
 from ...exc import Unsupported
 from ...runtime import autocast_state
 from ..basics import AttrSource, ConstSource, GuardCodegen, GuardSet, ItemSource, LocalSource, has_unbacked
-from ..values import ConstantValue, DictValue, ListValue, TensorValue, TracedException, TupleValue, Value
+from ..values import ConstantValue, DictValue, ListValue, ModuleValue, TensorValue, TracedException, TupleValue, Value
 from .subgraph import lower, outer_outputs
 
 #: the layer's own source inside a body's relative guards and paths
@@ -79,25 +79,74 @@ def call_repeated_layer(tx, module_value, args: list, kwargs: dict):
         bodies = state.layer_bodies = LayerBodies()
     if bodies.depth or not _is_repeated(state, bodies, source, cls):
         return None
+    return _through_body(tx, bodies, (cls,), module_value, module_value, [], args, kwargs)
+
+
+def call_region(tx, fn_value, args: list, kwargs: dict):
+    """``torch.compiler.nested_compile_region``'s call of ``fn`` (a function, or a method
+    whose first argument is a module): one call of a body traced once per kind of call,
+    as for a layer; the module argument, if any, plays the layer.  Inlined where no body
+    serves, or with ``reuse_layer_bodies`` off (in eager the region is a plain call)."""
+    state = tx.state
+    layer = args[0] if args and isinstance(args[0], ModuleValue) and args[0].source is not None else None
+    if config.reuse_layer_bodies and not state.side_effects.in_hop:
+        bodies = state.layer_bodies
+        if bodies is None:
+            bodies = state.layer_bodies = LayerBodies()
+        if not bodies.depth:
+            rest = args[1:] if layer is not None else list(args)
+            prefix = [layer] if layer is not None else []
+            key_base = ("region", id(fn_value), type(layer.obj) if layer is not None else None)
+            out = _through_body(tx, bodies, key_base, layer, fn_value, prefix, rest, kwargs, pin=True)
+            if out is not None:
+                return out
+    return fn_value.call(tx, list(args), kwargs)
+
+
+class NestedRegionValue(Value):
+    """``invoke_subgraph_placeholder(fn, *args, **kwargs)``, what a function marked with
+    ``torch.compiler.nested_compile_region`` calls."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def real_object(self):
+        return self.fn
+
+    def describe(self):
+        return "torch.compiler.nested_compile_region call"
+
+    def call(self, tx, args, kwargs):
+        if not args:
+            raise Unsupported("invoke_subgraph_placeholder() needs a function")
+        return call_region(tx, args[0], list(args[1:]), dict(kwargs))
+
+
+def _through_body(tx, bodies: LayerBodies, key_base: tuple, layer, fn_value, prefix: list, args: list,
+                  kwargs: dict, pin: bool = False):
+    """A call of a body kept for this kind of call (traced now if none serves and the kind
+    is not refused), or None.  ``pin``: the body depends on every write of the trace (a
+    function's closure may read state made in the frame)."""
     tensors: list = []
     try:
         shape = (tuple(_data_key(a, tensors) for a in args),
                  tuple((k, _data_key(v, tensors)) for k, v in kwargs.items()))
     except _NotData:
         return None
-    key = (cls, shape, torch.is_grad_enabled(), autocast_state())
+    key = (*key_base, shape, torch.is_grad_enabled(), autocast_state())
     known = bodies.by_key.setdefault(key, [])
     for body in known:
-        out = body.call_for(tx, bodies, module_value, tensors)
+        out = body.call_for(tx, bodies, layer, tensors)
         if out is not None:
             return out
     if key in bodies.refused or len(known) >= MAX_BODIES:
         return None
-    body = _trace_body(tx, bodies, module_value, args, kwargs)
+    body = _trace_body(tx, bodies, layer, _BodyCall(fn_value, prefix, len(args), tuple(kwargs)), args, kwargs,
+                       pin)
     if isinstance(body, str):
         bodies.refused[key] = body
         return None
-    out = body.call_for(tx, bodies, module_value, tensors)
+    out = body.call_for(tx, bodies, layer, tensors)
     if out is None:
         # not even its own layer passes (it read state a write of the trace had changed)
         bodies.refused[key] = "the layer it was traced from does not pass its checks"
@@ -198,23 +247,23 @@ def reroot(source, old, new):
     return None
 
 
-class _LayerCall(Value):
-    """The body's function: the layer called with the body's arguments (the first
-    ``positional`` of them positionally, the rest as the keyword arguments ``names``)."""
+class _BodyCall(Value):
+    """The body's function: ``fn(*prefix, ...)`` with the body's arguments, the first
+    ``positional`` of them positionally, the rest as the keyword arguments ``names``."""
 
-    def __init__(self, module_value, positional: int, names: tuple):
-        self.module_value, self.positional, self.names = module_value, positional, names
+    def __init__(self, fn_value, prefix: list, positional: int, names: tuple):
+        self.fn_value, self.prefix, self.positional, self.names = fn_value, prefix, positional, names
 
     def call(self, tx, args, kwargs):
-        return self.module_value.call(tx, list(args[:self.positional]),
-                                      dict(zip(self.names, args[self.positional:])))
+        return self.fn_value.call(tx, [*self.prefix, *args[:self.positional]],
+                                  dict(zip(self.names, args[self.positional:])))
 
 
-def _trace_body(tx, bodies: LayerBodies, module_value, args: list, kwargs: dict):
-    """The body traced from this layer, or why none is kept (a str)."""
+def _trace_body(tx, bodies: LayerBodies, module_value, body_fn, args: list, kwargs: dict, pin: bool):
+    """The body traced from this layer (None: a region without one), or why none is kept."""
     state = tx.state
-    layer_source = module_value.source
-    for v in state.known_values():
+    layer_source = module_value.source if module_value is not None else None
+    for v in state.known_values() if layer_source is not None else ():
         # an object under the layer read before the body: its guards are not the body's
         if v is not module_value and getattr(v, "source", None) is not None and under(v.source, layer_source):
             return f"{v.describe()} was read before the layer was called"
@@ -226,8 +275,8 @@ def _trace_body(tx, bodies: LayerBodies, module_value, args: list, kwargs: dict)
     bodies.depth += 1
     try:
         body_args = [_body_argument(a, state.builder.fake_mode) for a in [*args, *kwargs.values()]]
-        sub = tx.trace_subgraph(_LayerCall(module_value, len(args), tuple(kwargs)), body_args,
-                                f"layer {type(module_value.obj).__name__}")
+        what = type(module_value.obj).__name__ if module_value is not None else "nested_compile_region"
+        sub = tx.trace_subgraph(body_fn, body_args, f"layer {what}")
     except (Unsupported, TracedException) as e:
         return f"its body cannot be traced on its own: {e}"
     finally:
@@ -251,7 +300,7 @@ def _trace_body(tx, bodies: LayerBodies, module_value, args: list, kwargs: dict)
     body = LayerBody(tx, sub, layer_source, sources, recorded)
     # it saw writes of the trace (a global set before the loop): only while nothing else
     # is written is that state the same for another layer
-    body.version = se.version if (se.pending_hits != hits or se.cell_writes) else None
+    body.version = se.version if (pin or se.pending_hits != hits or se.cell_writes) else None
     return body
 
 
@@ -289,8 +338,8 @@ class LayerBody:
     def __init__(self, tx, sub, layer_source, sources: list, recorded: list):
         state = tx.state
         self.sub = sub
-        self.cls = type(state.real_value(layer_source))
-        self.layer_description = layer_source.describe()
+        self.cls = type(state.real_value(layer_source)) if layer_source is not None else None
+        self.layer_description = layer_source.describe() if layer_source is not None else None
         self.sources = sources                   # one per lifted input: relative to LAYER, or absolute
         self.metas = [_meta(f) for f in sub.lifted_fakes]
         self.pattern = _pattern(sub.lifted)
@@ -318,34 +367,34 @@ class LayerBody:
         self.read = sorted(read, key=lambda s: s.describe())
         text = GuardCodegen(relative, "___layer").source("___fits", [LAYER, *self.read])
         scope = dict(state.ns.values)
-        exec(compile(text, f"<kiln layer checks for {self.cls.__name__}>", "exec"), scope)
+        exec(compile(text, f"<kiln layer checks for {getattr(self.cls, '__name__', 'a region')}>", "exec"), scope)
         self.fits = scope["___fits"]
         self.identifier = None
         self.version = None                       # the writes' count it depends on (None: none)
 
     def call_for(self, tx, bodies: LayerBodies, module_value, tensors: list):
         """The call of this body for a layer, or None where the layer does not fit it."""
-        layer = module_value.obj
+        layer = module_value.obj if module_value is not None else None
         state = tx.state
         se = state.side_effects
-        if type(layer) is not self.cls or (self.version is not None and se.version != self.version):
+        if (self.cls is not None and type(layer) is not self.cls) or (self.version is not None and se.version != self.version):
             return None
         read = self.fits(layer)
         if read is False:
             return None
         if se.attr_writes or se.mutated_containers:
             pending = _pending_objects(se)
-            if any(id(obj) in pending for obj in read) or \
+            if any(id(obj) in pending for obj in read) or module_value is not None and \
                     any(c.source is not None and under(c.source, module_value.source)
                         for c in se.mutated_containers.values()):
                 return None
-        source = module_value.source
+        source = module_value.source if module_value is not None else None
         lifted = []
         for rel, meta, fake in zip(self.sources, self.metas, self.sub.lifted_fakes):
             if isinstance(rel, torch.fx.Node):
                 lifted.append((rel, fake))
                 continue
-            src = reroot(rel, LAYER, source) or rel
+            src = (reroot(rel, LAYER, source) if source is not None else None) or rel
             v = tx.wrap(state.real_value(src), src)
             if not isinstance(v, TensorValue) or _meta(v.fake) != meta:
                 return None
@@ -360,7 +409,8 @@ class LayerBody:
         builder = state.builder
         attr = bodies.attr_nodes.get(id(self))
         if attr is None:
-            attr = bodies.attr_nodes[id(self)] = builder.add_attr(self.sub.gm, f"layer_body_{self.cls.__name__}")
+            name = self.cls.__name__ if self.cls is not None else "region"
+            attr = bodies.attr_nodes[id(self)] = builder.add_attr(self.sub.gm, f"layer_body_{name}")
             self.identifier = attr.target
         explicit = [lower(tx, t) for t in tensors]
         operands = explicit + lifted
