@@ -247,6 +247,35 @@ def reroot(source, old, new):
     return None
 
 
+_BASE_FIELDS: dict = {}     # source class -> the name of its field holding its base
+
+
+def _moved(rel, source, memo: dict):
+    """``reroot(rel, LAYER, source)`` for one of a body's fixed sources, or ``rel`` itself
+    when it is not under LAYER; ``memo`` (by id: the body keeps its sources alive) shares
+    the common prefixes of one layer's sources."""
+    hit = memo.get(id(rel))
+    if hit is not None:
+        return hit
+    base = rel.base
+    if rel == LAYER:
+        out = source
+    elif base is None:
+        out = rel
+    else:
+        moved = _moved(base, source, memo)
+        if moved is base:
+            out = rel
+        else:
+            name = _BASE_FIELDS.get(type(rel))
+            if name is None:
+                name = _BASE_FIELDS[type(rel)] = next(f.name for f in dataclasses.fields(rel)
+                                                      if getattr(rel, f.name) is base)
+            out = dataclasses.replace(rel, **{name: moved})
+    memo[id(rel)] = out
+    return out
+
+
 class _BodyCall(Value):
     """The body's function: ``fn(*prefix, ...)`` with the body's arguments, the first
     ``positional`` of them positionally, the rest as the keyword arguments ``names``."""
@@ -389,22 +418,25 @@ class LayerBody:
                         for c in se.mutated_containers.values()):
                 return None
         source = module_value.source if module_value is not None else None
+        memo: dict = {}
+        values = dict(zip(self.read, read[1:]))    # what the checks read, by relative source
         lifted = []
         for rel, meta, fake in zip(self.sources, self.metas, self.sub.lifted_fakes):
             if isinstance(rel, torch.fx.Node):
                 lifted.append((rel, fake))
                 continue
-            src = (reroot(rel, LAYER, source) if source is not None else None) or rel
-            v = tx.wrap(state.real_value(src), src)
+            src = _moved(rel, source, memo) if source is not None else rel
+            real = values[rel] if rel in values else state.real_value(src)
+            v = tx.wrap(real, src)
             if not isinstance(v, TensorValue) or _meta(v.fake) != meta:
                 return None
             lifted.append(lower(tx, v))
         if _pattern([n for n, _ in lifted]) != self.pattern:
             return None
+        where = source.describe() if source is not None else None
         for g, moved in self.guards:
-            placed = [None if s is None else (reroot(s, LAYER, source) or s) for s in moved]
-            state.guards.add(g.kind, placed[0], g.check,
-                             g.description.replace(self.layer_description, source.describe()),
+            placed = [None if s is None else _moved(s, source, memo) for s in moved]
+            state.guards.add(g.kind, placed[0], g.check, g.description.replace(self.layer_description, where),
                              tuple(placed[1:]), g.plan, (g.expected, g.actual))
         builder = state.builder
         attr = bodies.attr_nodes.get(id(self))
