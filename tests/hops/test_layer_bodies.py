@@ -50,16 +50,7 @@ def run(model, x, mask):
     return model(x, mask)
 
 
-def inputs(count=2, grad=True):
-    gen = torch.Generator().manual_seed(0)
-    return [(Stack_of(), torch.randn(3, 6, generator=gen, requires_grad=grad), torch.randn(3, 6, generator=gen))
-            for _ in range(count)]
-
-
-_MODELS: dict = {}
-
-
-def Stack_of(**kw):
+def stack_of(**kw):
     torch.manual_seed(0)
     return Stack(**kw)
 
@@ -79,26 +70,26 @@ def with_model(model, count=2):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_one_body_for_identical_layers_forward_and_backward(backend):
-    cc = check(run, with_model(Stack_of()), backend=backend, grad=True)
+    cc = check(run, with_model(stack_of()), backend=backend, grad=True)
     assert bodies(cc) == (1, 4)
     # 4 calls and their getitems, no per-layer ops in the frame's graph
     assert cc.op_count == 8
 
 
 def test_sequential_layers_share_a_body():
-    cc = check(run, with_model(Stack_of(sequential=True)), grad=True)
+    cc = check(run, with_model(stack_of(sequential=True)), grad=True)
     assert bodies(cc) == (1, 4)
 
 
 def test_switched_off_every_layer_is_inlined():
     config.reuse_layer_bodies = False
-    cc = check(run, with_model(Stack_of()), grad=True)
+    cc = check(run, with_model(stack_of()), grad=True)
     assert bodies(cc) == (0, 0)
     assert cc.op_count == 4 * 6    # layer_norm, linear, relu, mul, add, add
 
 
 def test_layers_differing_in_a_read_attribute_are_not_confused():
-    model = Stack_of(scales=[1.0, 1.0, 2.0, 1.0])
+    model = stack_of(scales=[1.0, 1.0, 2.0, 1.0])
     cc = check(run, with_model(model), grad=True)
     # layer 2 reads another scale: a body of its own; the others share the first
     assert bodies(cc) == (2, 4)
@@ -108,7 +99,7 @@ def test_layers_differing_in_a_read_attribute_are_not_confused():
 
 
 def test_a_changed_read_attribute_recompiles():
-    model = Stack_of()
+    model = stack_of()
     cc = Counting("eager")
     f = kiln.compile(run, backend=cc, fullgraph=True)
     x, mask = torch.randn(3, 6), torch.randn(3, 6)
@@ -122,7 +113,7 @@ def test_a_changed_read_attribute_recompiles():
 
 
 def test_a_hook_on_one_layer_gives_that_layer_its_own_trace():
-    model = Stack_of()
+    model = stack_of()
     model.layers[1].register_forward_hook(lambda mod, args, out: (out[0] * 2,))
     cc = check(run, with_model(model), grad=True)
     distinct, calls = bodies(cc)
@@ -131,14 +122,14 @@ def test_a_hook_on_one_layer_gives_that_layer_its_own_trace():
 
 
 def test_a_body_writing_outer_state_is_inlined():
-    class Counting_(Block):
+    class CountingCalls(Block):
         def forward(self, x, mask=None):
             self.calls = getattr(self, "calls", 0) + 1
             return super().forward(x, mask)
 
     torch.manual_seed(0)
     model = Stack()
-    model.layers = torch.nn.ModuleList([Counting_() for _ in range(3)])
+    model.layers = torch.nn.ModuleList([CountingCalls() for _ in range(3)])
     cc = Counting("eager")
     f = kiln.compile(run, backend=cc)
     x, mask = torch.randn(3, 6), torch.randn(3, 6)
@@ -165,14 +156,14 @@ def test_a_graph_break_inside_a_layer_inlines_it():
 
 
 def test_tied_parameters_keep_their_aliasing():
-    model = Stack_of()
+    model = stack_of()
     model.layers[2].lin.weight = model.layers[1].lin.weight     # one tensor in two layers
     cc = check(run, with_model(model), grad=True)
     assert bodies(cc)[1] == 4
 
 
 def test_parameters_of_another_shape_get_another_body():
-    model = Stack_of()
+    model = stack_of()
     model.layers[3].norm = torch.nn.LayerNorm(6, elementwise_affine=False)
     cc = check(run, with_model(model), grad=True)
     assert bodies(cc) == (2, 4)
@@ -181,7 +172,7 @@ def test_parameters_of_another_shape_get_another_body():
 @pytest.mark.slow
 def test_inductor_compiles_the_body_once():
     start = time.perf_counter()
-    cc = check(run, with_model(Stack_of(n=6)), backend="inductor", grad=True, atol=1e-4)
+    cc = check(run, with_model(stack_of(n=6)), backend="inductor", grad=True, atol=1e-4)
     assert bodies(cc) == (1, 6)
     assert time.perf_counter() - start < 120
 
