@@ -70,6 +70,11 @@ class Config:
     #: never use the C accelerator (runtime/native.py): entries made from now on run their
     #: generated Python guards, which take the same decisions (``KILN_NO_C=1``)
     no_c: bool = False
+    #: trace a repeated layer (a user module class called from an nn.ModuleList/Sequential
+    #: with siblings of its class) once and call that one body per layer, where the body
+    #: is a pure function of its inputs and every layer passes its checks; False inlines
+    #: every layer (capture/hops/layers.py; ``KILN_REUSE_LAYER_BODIES=0``)
+    reuse_layer_bodies: bool = True
     #: run both guard paths on every call of entries made from now on and raise
     #: GuardPlanMismatch where they decide differently (fuzz campaigns, tests; slow)
     guard_crosscheck: bool = False

@@ -32,6 +32,7 @@ from torch._guards import TracingContext, tracing
 from kiln.exc import BackendError
 
 from ..runtime import NodeWatch, backwards_made_by, boxed, reach_aware
+from .body_calls import body_tracing_context, with_invoke_subgraph
 from .random_draws import redrawn_by_trace
 
 #: Functions ``wrap(compiler, backend_name, which) -> compiler`` applied in order to the
@@ -217,7 +218,10 @@ class GradSpecialized:
         example_inputs = list(example_inputs)
         self.backend_name = backend_name
         self._flat_gm, self._rebuild = tuple_output_graph(gm)
-        self._compile_flat = compile_flat
+        # calls of a layer body traced once become torch's invoke_subgraph (body_calls.py)
+        self._flat_gm = with_invoke_subgraph(self._flat_gm)
+
+        self._compile_flat = compile_flat = _with_body_context(compile_flat)
         self._check = nontensor_guard(example_inputs, backend_name)
         self._tensor_positions = [i for i, a in enumerate(example_inputs) if isinstance(a, torch.Tensor)]
         self._all_tensors = len(self._tensor_positions) == len(example_inputs)
@@ -285,6 +289,15 @@ class GradSpecialized:
 
     def __repr__(self) -> str:
         return f"<kiln {self.backend_name} compiled graph, {len(self.variants)} variant(s)>"
+
+
+def _with_body_context(compile_flat: Callable) -> Callable:
+    """``compile_flat`` inside a tracing context where the graph calls bodies and none is
+    open (``body_calls.body_tracing_context``)."""
+    def compile_with_bodies(flat_gm, inputs):
+        with body_tracing_context(flat_gm):
+            return compile_flat(flat_gm, inputs)
+    return compile_with_bodies
 
 
 def first_line(e: BaseException) -> str:

@@ -15,7 +15,7 @@ from ..config import config
 from ..exc import Unsupported
 from ..runtime import caches
 from .semantics import HANDLERS, operators
-from .hops import subgraph
+from .hops import layers, subgraph
 from .basics import CO_ASYNC_GENERATOR, CO_COROUTINE, CO_GENERATOR, CO_ITERABLE_COROUTINE, decode, exception_table, index_at_offset
 from .basics import GlobalSource, ROWS
 from .values import builder, const, construction, ExceptionValue, GeneratorValue, TracedException, Value
@@ -228,6 +228,9 @@ class Tracer:
 
     def apply_operator(self, fn, *args: Value) -> Value:
         return operators.apply_operator(self, fn, *args)
+
+    def call_repeated_layer(self, module_value, args: list, kwargs: dict):
+        return layers.call_repeated_layer(self, module_value, args, kwargs)
 
     def trace_subgraph(self, fn_value, args: list, op: str, prelift=()):
         return subgraph.trace_subgraph(self, fn_value, args, op, prelift)

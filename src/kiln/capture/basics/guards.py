@@ -48,6 +48,9 @@ class GuardSet:
     def __init__(self, ns: Namespace):
         self.ns = ns
         self._guards: dict[tuple, Guard] = {}
+        # while a layer body is traced (hops/layers.py): every guard asked for, kept or
+        # already there, so the body's assumptions can be checked for another layer
+        self.recording: list | None = None
 
     def __len__(self):
         return len(self._guards)
@@ -70,9 +73,12 @@ class GuardSet:
         ``change``: ``(expected, actual)``, what a failure message shows on each side (see
         ``Guard``); without it the message is the description."""
         key = (source, check, uses)
-        if key not in self._guards:
+        guard = self._guards.get(key)
+        if guard is None:
             expected, actual = change if change is not None else (None, None)
-            self._guards[key] = Guard(kind, source, check, description, uses, plan, expected, actual)
+            guard = self._guards[key] = Guard(kind, source, check, description, uses, plan, expected, actual)
+        if self.recording is not None:
+            self.recording.append(guard)
 
     # -- the kinds ----------------------------------------------------------------
     def identity(self, source: Source, obj, what: str = "object"):

@@ -25,6 +25,10 @@ class SideEffects:
         # the instruction that made it (``locate``): for messages that name the write's line
         self.locations: dict = {}         # (kind, key) -> (location, source line)
         self.unlocated: list = []         # (kind, key) recorded since the last stamp
+        # for layer bodies traced once (hops/layers.py): every write of Python state counts
+        # (``version``), and every read that found a pending write (``pending_hits``)
+        self.version = 0
+        self.pending_hits = 0
 
     def _check_allowed(self, what: str, target_is_new: bool = False):
         if self.in_hop and not target_is_new:
@@ -33,6 +37,7 @@ class SideEffects:
     # -- recording ----------------------------------------------------------------
     def store_attr(self, obj_value, name: str, value, real=None):
         """``real`` is the object written to, when ``obj_value`` does not hold it (a tensor)."""
+        self.version += 1
         obj = obj_value.obj if real is None else real
         local = id(obj) in self.trace_local_ids
         self._check_allowed(f"attribute {name!r} of {obj_value.describe()}", target_is_new=local)
@@ -44,6 +49,7 @@ class SideEffects:
     def drop_attr(self, obj, name: str):
         """Forget the pending write of ``obj.name`` (an attribute the trace added, then
         deleted: there is nothing to replay)."""
+        self.version += 1
         self._check_allowed(f"attribute {name!r}")
         self.attr_writes.pop((id(obj), name), None)
 
@@ -62,7 +68,10 @@ class SideEffects:
 
     def pending_attr(self, obj, name: str):
         hit = self.attr_writes.get((id(obj), name))
-        return hit[2] if hit is not None else None
+        if hit is None:
+            return None
+        self.pending_hits += 1
+        return hit[2]
 
     # -- module globals: one store per module -------------------------------------------
     # A module's globals and its attributes are one dict (``mod.__dict__`` is the
@@ -72,6 +81,7 @@ class SideEffects:
     # ``mod.x``, ``getattr(mod, "x")``) asks here first: a write by an inlined callee in
     # another module is seen by the frame's later reads, whichever way they read.
     def store_global(self, globals_dict: dict, name: str, value):
+        self.version += 1
         self._check_allowed(f"global {name!r} of module {globals_dict.get('__name__', '?')}")
         # keyed by first write: new names reach the module's dict in the order eager adds them
         self.global_writes[(id(globals_dict), name)] = (globals_dict, name, value)
@@ -79,20 +89,26 @@ class SideEffects:
 
     def pending_global(self, globals_dict: dict, name: str):
         hit = self.global_writes.get((id(globals_dict), name))
-        return hit[2] if hit is not None else None
+        if hit is None:
+            return None
+        self.pending_hits += 1
+        return hit[2]
 
     def check_local_write(self, value, what: str):
         """A write to something made in the frame (a cell, a new object: nothing to replay):
         inside a higher-order operator's body only the body's own may change."""
+        self.version += 1
         if self.in_hop and not self.in_hop[-1].owns(value):
             raise self.in_hop[-1].mutation_error(what)
 
     def store_cell(self, cell_value, value):
+        self.version += 1
         self._check_allowed("a closure variable")
         self.cell_writes[id(cell_value)] = (cell_value, value)
         self.unlocated.append(("cell", id(cell_value)))
 
     def mutated(self, container):
+        self.version += 1
         container.dirty = True
         if container.source is None:
             if self.in_hop and not self.in_hop[-1].owns(container):
@@ -112,6 +128,7 @@ class SideEffects:
     def replay_call(self, fn_value, args: list):
         """A call into real Python state that the graph cannot make (leaving an autocast
         entered before the frame began), replayed after the writes."""
+        self.version += 1
         self._check_allowed(fn_value.describe())
         self.calls.append((fn_value, list(args)))
 

@@ -5,6 +5,7 @@ import sys
 
 import torch
 import torch._higher_order_ops  # noqa: F401  (registers cond, map, while_loop, scan)
+import torch._higher_order_ops.invoke_subgraph  # noqa: F401  (nested_compile_region's placeholder)
 
 import torch.utils.checkpoint
 
@@ -12,6 +13,7 @@ from .autograd import AutogradApplyValue, CheckpointValue
 from .functorch import (CreateBlockMaskValue, FlexAttentionValue, FunctionalCallValue, FuncTransformValue,
                         create_block_mask, flex_attention)
 from .control_flow import CondValue, MapValue, ScanValue, WhileLoopValue
+from .layers import NestedRegionValue
 
 
 def hop_functions() -> dict:
@@ -30,4 +32,7 @@ def hop_functions() -> dict:
     table[flex_attention] = FlexAttentionValue(flex_attention)
     table[create_block_mask] = CreateBlockMaskValue(create_block_mask)
     table[torch.func.functional_call] = FunctionalCallValue(torch.func.functional_call)
+    # what functions marked with torch.compiler.nested_compile_region call (hops/layers.py)
+    placeholder = sys.modules["torch._higher_order_ops.invoke_subgraph"].invoke_subgraph_placeholder
+    table[placeholder] = NestedRegionValue(placeholder)
     return table

@@ -34,12 +34,17 @@ class CaptureState:
         self._special = None
         self.autocast_stack: list = []   # AutocastValues entered and not yet exited, innermost last
         self.probed_iterators: set = set()   # id()s of carried iterators whose remaining items were read
+        self.layer_bodies = None             # repeated layers traced once (hops/layers.LayerBodies)
         self.real_locals: dict = {}          # the frame's real arguments by name (set by compile_frame)
         self.guards.global_state()
 
     # -- object identity --------------------------------------------------------------
     def known_value(self, obj):
         return self._known.get(id(obj))
+
+    def known_values(self):
+        """Every Value made for a real object so far in this capture."""
+        return self._known.values()
 
     def remember(self, obj, value):
         self._known[id(obj)] = value

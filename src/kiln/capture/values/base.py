@@ -90,6 +90,10 @@ class Tracer(Protocol):
     def inline_call(self, fn_value, code, fn_globals, bound: dict, closure: list) -> "Value":
         """Trace ``code`` as a call, in a child tracer that shares this capture."""
 
+    def call_repeated_layer(self, module_value, args: list, kwargs: dict) -> "Value | None":
+        """A call of a repeated layer as one call of a body traced once for all the layers
+        like it (``hops/layers.py``); None: the caller inlines the call as usual."""
+
     def trace_subgraph(self, fn_value, args: list, op: str, prelift=()) -> object:
         """Trace ``fn_value(*args)`` into a separate fx graph in a nested scope (the body
         of a higher-order operator): free tensors become inputs, outer state is read-only.

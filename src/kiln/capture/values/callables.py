@@ -56,6 +56,10 @@ def wrap_python_function(tx, fn: types.FunctionType, source):
         return special
     if is_disabled(fn):
         return DisabledFunctionValue(fn, source)
+    if "__marked_compile_region_fn__" in getattr(fn, "__dict__", {}):
+        # torch.compiler.nested_compile_region's wrapper (a torch function by its module):
+        # traced as user code, its call of the placeholder is a region (hops/layers.py)
+        return None
     mod = getattr(fn, "__module__", None) or ""
     if (mod == "torch" or mod.startswith("torch.")) and not mod.startswith(_INLINE_TORCH_MODULES):
         return TorchFunctionValue(fn, source)

@@ -64,6 +64,9 @@ class ModuleValue(ObjectValue):
             # call Python during backward(): made in Python, around the module's call
             raise Unsupported(f"{type(mod).__name__} has backward hooks (or global ones are registered); "
                               f"the module runs as Python")
+        reused = tx.call_repeated_layer(self, args, kwargs)   # a layer like others: one body for all
+        if reused is not None:
+            return reused
         if mod._forward_hooks or mod._forward_pre_hooks or g._global_forward_hooks or g._global_forward_pre_hooks:
             # forward hooks are Python: nn.Module's own call path is traced, hooks and all;
             # it reads every hook dict (the module's and the global ones) through its
