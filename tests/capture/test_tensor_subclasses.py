@@ -1,0 +1,192 @@
+"""Tensor subclasses: ``__torch_function__`` subclasses are traced with their overrides
+run at trace time as eager runs them (side effects, result types, gradients); wrapper
+subclasses are refused with a message naming them."""
+import pytest
+import torch
+
+import kiln
+from kiln.backends.registry import lookup
+from kiln.testing import CompileCounter, assert_same_as_eager
+
+BACKENDS = ["eager", "aot_eager"]
+LOG = []
+
+
+class Logged(torch.Tensor):
+    """Logs the name of every torch call made on it."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        LOG.append(func.__name__)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+    def doubled(self):
+        return self * 2
+
+
+class Counted(torch.Tensor):
+    calls = [0]
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.calls[0] += 1
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **(kwargs or {}))
+        return out.as_subclass(cls) if isinstance(out, torch.Tensor) else out
+
+
+class CountingAot(CompileCounter):
+    """Counts graphs, then compiles them with aot_eager."""
+
+    def __call__(self, gm, example_inputs):
+        super().__call__(gm, example_inputs)
+        return lookup("aot_eager")(gm, example_inputs)
+
+
+def _counter(backend):
+    return CompileCounter() if backend == "eager" else CountingAot()
+
+
+def _check(fn, make_inputs, backend, graphs=1, grad=False):
+    counter = _counter(backend)
+    compiled = kiln.compile(fn, backend=counter, fullgraph=True)
+    for seed in range(2):
+        torch.manual_seed(seed)
+        e_in = make_inputs()
+        torch.manual_seed(seed)
+        c_in = make_inputs()
+        LOG.clear()
+        eager = fn(*e_in)
+        eager_log = list(LOG)
+        LOG.clear()
+        got = compiled(*c_in)
+        assert LOG == eager_log
+        assert_same_as_eager(eager, got)
+        assert [type(t) for t in _flat(got)] == [type(t) for t in _flat(eager)]
+        if grad:
+            sum(t.sum() for t in _flat(eager) if isinstance(t, torch.Tensor)).backward()
+            sum(t.sum() for t in _flat(got) if isinstance(t, torch.Tensor)).backward()
+            for a, b in zip(e_in, c_in):
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    assert a.grad is not None and type(b.grad) is type(a.grad)
+                    torch.testing.assert_close(a.grad, b.grad)
+    assert counter.frame_count == graphs
+    return counter
+
+
+def _flat(x):
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def _logged(*shape, requires_grad=False):
+    with torch._C.DisableTorchFunctionSubclass():
+        return torch.randn(*shape).as_subclass(Logged).requires_grad_(requires_grad)   # a leaf
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_override_runs_per_op_with_eagers_funcs_and_types(backend):
+    def f(x, y):
+        z = x * 2 + y
+        return z.sum(), x.shape[0], torch.relu(z), 1 - x, y + x
+    counter = _check(f, lambda: (_logged(3), torch.randn(3)), backend)
+    assert counter.op_count >= 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradients_through_subclass_inputs(backend):
+    def f(x, w):
+        return (x @ w).tanh()
+    _check(f, lambda: (_logged(2, 3, requires_grad=True), torch.randn(3, 4, requires_grad=True)), backend, grad=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_subclass_made_in_the_frame_and_its_own_method(backend):
+    def f(x):
+        y = (x + 1).as_subclass(Logged)
+        return y.doubled(), type(y) is Logged, isinstance(y * 3, Logged)
+    _check(f, lambda: (torch.randn(4),), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_override_that_disables_dispatch_itself(backend):
+    def f(x):
+        return (x.sin() * 2).sum(dim=0)
+    counter = _counter(backend)
+    compiled = kiln.compile(f, backend=counter, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(3, 2).as_subclass(Counted)
+        Counted.calls[0] = 0
+        eager = f(x)
+        n = Counted.calls[0]
+        Counted.calls[0] = 0
+        got = compiled(x)
+        assert Counted.calls[0] == n == 3
+        assert type(got) is Counted
+        torch.testing.assert_close(eager, got)
+    assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_disable_torch_function_subclass_in_the_frame(backend):
+    def f(x):
+        with torch._C.DisableTorchFunctionSubclass():
+            y = x + 1
+        return y, x * 2
+    _check(f, lambda: (_logged(3),), backend)
+
+
+def test_guarded_on_the_subclass_type():
+    counter = CompileCounter()
+    compiled = kiln.compile(lambda x: x + 1, backend=counter)
+    a = compiled(_logged(3))
+    b = compiled(torch.randn(3))
+    assert type(a) is Logged and type(b) is torch.Tensor
+    assert counter.frame_count == 2
+
+
+def test_wrapper_subclass_is_refused_by_name():
+    from torch.testing._internal.two_tensor import TwoTensor
+    t = TwoTensor(torch.randn(3), torch.randn(3))
+    explained = kiln.explain(lambda x: x * 2)(t)
+    assert "TwoTensor" in str(explained) and "__torch_dispatch__" in str(explained)
+
+
+class TaggedParameter(torch.nn.Parameter):
+    """A Parameter subclass with an extra attribute (set per instance) and a method."""
+
+    def scaled(self, t):
+        return t * self.scale
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = TaggedParameter(torch.randn(4, 3))
+        self.weight.scale = 0.5
+
+    def forward(self, x):
+        w = self.weight
+        return self.weight.scaled(x @ w.t()), w.scale, type(w) is TaggedParameter
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_subclass_attribute_reads(backend):
+    torch.manual_seed(0)
+    model = Scaled()
+    counter = _counter(backend)
+    compiled = kiln.compile(model, backend=counter, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        eager, got = model(x), compiled(x)
+        assert_same_as_eager(eager, got)
+        eager[0].sum().backward()
+        g = model.weight.grad.clone()
+        model.weight.grad = None
+        got[0].sum().backward()
+        torch.testing.assert_close(model.weight.grad, g)
+        model.weight.grad = None
+    assert counter.frame_count == 1
+    model.weight.scale = 2.0     # the attribute is guarded: a new value recompiles
+    x = torch.randn(2, 3)
+    assert_same_as_eager(model(x), compiled(x))
+    assert counter.frame_count == 2
