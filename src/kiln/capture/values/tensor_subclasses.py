@@ -241,6 +241,15 @@ def _back(x, table):
     return hit[1] if hit is not None else const(x)
 
 
+def _holds_override(values) -> bool:
+    for v in values:
+        if isinstance(v, TensorValue) and overrides_torch_function(getattr(v, "cls", torch.Tensor)):
+            return True
+        if isinstance(v, (TupleValue, ListValue)) and _holds_override(v.items):
+            return True
+    return False
+
+
 def _eager_call(kind, target, args, kwargs):
     if kind == "call_method":
         return getattr(args[0], target)(*args[1:], **kwargs)
@@ -253,8 +262,8 @@ def dispatch(tx, kind: str, target, args: list, kwargs: dict) -> Value | None:
     """Eager's ``__torch_function__`` dispatch of ``target(*args, **kwargs)`` where an
     argument is a subclass tensor: the overrides called at trace time in eager's order.
     None: no override would run (the plain rule records the op)."""
-    if _dispatch_off(tx):
-        return None
+    if _dispatch_off(tx) or not _holds_override([*args, *kwargs.values()]):
+        return None   # (checked first: probing reads constants, which would specialise lazy ones)
     table: dict = {}
     try:
         probe_args = [_probe_of(tx, a, table) for a in args]
