@@ -164,6 +164,10 @@ class SubclassTensorValue(TensorValue):
         made = dispatch(tx, "getattr", name, [self], {})
         return made if made is not None else super().getattr(tx, name)
 
+    def length(self, tx):
+        made = dispatch(tx, "call_function", len, [self], {})   # eager: Tensor.__len__ dispatches
+        return super().length(tx) if made is None else made.as_constant()
+
     def reconstruct(self, cg):
         if self.node.op == "placeholder" and self.source is not None:
             return cg.source_expr(self.source)
