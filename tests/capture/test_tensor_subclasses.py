@@ -224,3 +224,37 @@ def test_prints_in_the_override_match_eager(capsys):
         assert capsys.readouterr().out == printed == "called add\ncalled relu\n"
         assert type(got) is Printing
         torch.testing.assert_close(eager, got)
+
+
+class LoggedLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 3).as_subclass(Logged))   # a Logged leaf
+
+    def forward(self, x):
+        out = torch.nn.functional.linear(x, self.w)
+        return out, torch.overrides.has_torch_function((x,)), torch.overrides.is_tensor_like(out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_of_a_torch_function_subclass(backend):
+    torch.manual_seed(0)
+    model = LoggedLinear()
+    counter = _counter(backend)
+    compiled = kiln.compile(model, backend=counter, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        LOG.clear()
+        eager = model(x)
+        eager_log = list(LOG)
+        LOG.clear()
+        got = compiled(x)
+        assert LOG == eager_log == ["linear"]
+        assert_same_as_eager(eager, got)
+        assert type(got[0]) is Logged
+        eager[0].sum().backward()
+        g, model.w.grad = model.w.grad, None
+        got[0].sum().backward()
+        torch.testing.assert_close(model.w.grad, g)
+        model.w.grad = None
+    assert counter.frame_count == 1 and counter.op_count == 1
