@@ -258,3 +258,22 @@ def test_parameter_of_a_torch_function_subclass(backend):
         torch.testing.assert_close(model.w.grad, g)
         model.w.grad = None
     assert counter.frame_count == 1 and counter.op_count == 1
+
+
+def _two_tensor_in_frame(a, b):
+    from torch.testing._internal.two_tensor import TwoTensor
+    return (TwoTensor(a, b) * 2).a + 1
+
+
+def _jagged_in_frame(a, b):
+    return (torch.nested.nested_tensor([a, b], layout=torch.jagged) * 2).values()
+
+
+@pytest.mark.parametrize("fn, named", [(_two_tensor_in_frame, "TwoTensor"), (_jagged_in_frame, "NestedTensor")])
+def test_wrapper_subclasses_made_in_the_frame_break_cleanly(fn, named):
+    a, b = torch.randn(3), torch.randn(3)
+    with pytest.warns(UserWarning):      # the frame runs as Python: eager's result
+        got = kiln.compile(fn, backend="eager")(a, b)
+    torch.testing.assert_close(got, fn(a, b))
+    with pytest.raises(kiln.exc.Unsupported, match=named):
+        kiln.compile(fn, backend="eager", fullgraph=True)(a, b)

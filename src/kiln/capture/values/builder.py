@@ -430,7 +430,9 @@ def wrap_fake_result(tx, node, result) -> Value:
             nt.field_order = _structseq_fields(result)
         return nt
     if isinstance(result, torch.Tensor):
-        raise Unsupported("a real tensor was produced while tracing (internal error)")
+        why = subclass_refusal(type(result)) if type(result) is not torch.Tensor else None
+        raise Unsupported(f"a graph op made a {type(result).__qualname__}: {why}" if why else
+                          "a real tensor was produced while tracing (internal error)")
     if result is None or type(result) in _LITERALS or isinstance(result, (torch.Size, *_METADATA_CONSTANTS)):
         return const(result)
     raise Unsupported(f"graph op returned an unsupported {type(result).__name__}")
