@@ -63,6 +63,9 @@ def _check(fn, make_inputs, backend, graphs=1, grad=False):
         assert LOG == eager_log
         assert_same_as_eager(eager, got)
         assert [type(t) for t in _flat(got)] == [type(t) for t in _flat(eager)]
+        for a, b in zip(e_in, c_in):    # inputs changed in place alike
+            assert type(a) is type(b)
+            torch.testing.assert_close(a, b)
         if grad:
             sum(t.sum() for t in _flat(eager) if isinstance(t, torch.Tensor)).backward()
             sum(t.sum() for t in _flat(got) if isinstance(t, torch.Tensor)).backward()
@@ -277,3 +280,17 @@ def test_wrapper_subclasses_made_in_the_frame_break_cleanly(fn, named):
     torch.testing.assert_close(got, fn(a, b))
     with pytest.raises(kiln.exc.Unsupported, match=named):
         kiln.compile(fn, backend="eager", fullgraph=True)(a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_ops_and_instance_attributes_of_inputs(backend):
+    def f(x, y):
+        x.add_(1)
+        y.mul_(2)
+        return x * y, x.unit
+
+    def inputs():
+        x = _logged(3)
+        x.unit = "m"
+        return x, torch.randn(3)
+    _check(f, inputs, backend)

@@ -148,12 +148,15 @@ class SubclassTensorValue(TensorValue):
 
     def getattr(self, tx, name):
         if _dispatch_off(tx) or name.startswith("__") or name == "grad":
-            return super().getattr(tx, name)
+            with torch._C.DisableTorchFunctionSubclass():   # (``.grad`` is read from the real input)
+                return super().getattr(tx, name)
         owner = next((k for k in self.cls.__mro__ if name in k.__dict__), None)
         if owner is None or not (owner is torch.Tensor or owner is torch._C.TensorBase):
             if owner is None and self.source is not None:
-                real = tx.state.real_value(self.source)
-                if name in getattr(real, "__dict__", {}):
+                with torch._C.DisableTorchFunctionSubclass():
+                    real = tx.state.real_value(self.source)
+                    attrs = getattr(real, "__dict__", {})
+                if name in attrs:
                     return tx.wrap(real.__dict__[name], AttrSource(self.source, name))
             if owner is not None:   # the subclass's own method or property: traced as user code
                 return _bind(tx, owner.__dict__[name], self)
