@@ -33,7 +33,7 @@ from .numpy_arrays import TORCH_FROM_ARRAY, NumpyArrayValue, NumpyFunctionValue,
 from .objects import ModuleGlobalsValue, ObjectValue, PythonModuleValue
 from .symbolic import SymNodeValue, size_value
 from .tensor import TensorMethodValue, TensorValue
-from .tensor_subclasses import (is_parameter_subclass, overrides_torch_function, subclass_refusal,
+from .tensor_subclasses import (is_parameter_subclass, is_traceable_wrapper, is_wrapper_of_fakes, wrap_wrapper_input, overrides_torch_function, subclass_refusal,
                                 wrap_parameter_subclass, wrap_subclass_input)
 
 _LITERALS = (int, float, bool, str, bytes, complex, type(None))
@@ -317,6 +317,8 @@ def _wrap_tensor(tx, obj: torch.Tensor, source, guard: bool = True, plain_type: 
             and not isinstance(obj, torch.nn.parameter.Buffer) and not plain_type:
         if is_parameter_subclass(type(obj)):
             return wrap_parameter_subclass(tx, obj, source, _wrap_tensor)
+        if is_traceable_wrapper(type(obj)):
+            return wrap_wrapper_input(tx, obj, source)
         if overrides_torch_function(type(obj)):
             return wrap_subclass_input(tx, obj, source, _wrap_tensor)
         raise Unsupported(subclass_refusal(type(obj)) or f"tensor subclass {type(obj).__name__} is not supported")
@@ -395,14 +397,14 @@ def _wrap_function(tx, fn: types.FunctionType, source) -> Value:
 def wrap_fake_result(tx, node, result) -> Value:
     """Wrap what a graph op returned on fakes; ``node`` is None when the op was dropped."""
     state = tx.state
-    if isinstance(result, FakeTensor):
+    if isinstance(result, FakeTensor) or is_wrapper_of_fakes(result):
         existing = state.fake_values.get(id(result))
         if existing is not None:
             return existing
         if node is None:
             raise Unsupported("internal: tensor result without a graph node")
         v = TensorValue(node, result)
-        v.cls = torch.Tensor
+        v.cls = type(result) if not isinstance(result, FakeTensor) else torch.Tensor
         state.fake_values[id(result)] = v
         return v
     if isinstance(result, SYMBOLIC_TYPES):

@@ -23,6 +23,8 @@ refused with a message naming the subclass and what is missing.
 from __future__ import annotations
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass, is_traceable_wrapper_subclass_type
 
 from ...exc import Unsupported
 from ..basics import AttrSource
@@ -53,7 +55,7 @@ def subclass_refusal(cls) -> str | None:
     """Why Kiln does not trace instances of tensor type ``cls`` (None: it does)."""
     if _is_wrapper_subclass(cls):
         return (f"tensor subclass {cls.__qualname__} defines __torch_dispatch__ (a wrapper subclass); "
-                f"Kiln does not trace wrapper subclasses yet")
+                f"Kiln traces only traceable ones (__tensor_flatten__) outside torch.distributed/torch.nested")
     if not overrides_torch_function(cls) and not issubclass(cls, torch.nn.Parameter):
         return (f"tensor subclass {cls.__qualname__} turns __torch_function__ off without being a Parameter "
                 f"subclass; Kiln does not trace it")
@@ -129,6 +131,54 @@ def wrap_subclass_input(tx, obj: torch.Tensor, source, wrap_plain) -> Value:
                              f"shape {facts[3]}, stride {facts[4]}, requires_grad={facts[2]}")
     v = SubclassTensorValue(inner.node, inner.fake, source, cls)
     state.remember(obj, v)
+    return v
+
+
+# -- traceable wrapper subclasses (``__torch_dispatch__`` + ``__tensor_flatten__``) -----------
+
+def is_traceable_wrapper(cls) -> bool:
+    """A wrapper subclass the fake mode can fakeify (``TwoTensor``): inner tensors listed by
+    ``__tensor_flatten__``, rebuilt by ``__tensor_unflatten__``, no ``__torch_function__``."""
+    # (DTensor and the jagged NestedTensor need their meshes, placements and ragged sizes
+    # modelled first: still refused)
+    return is_traceable_wrapper_subclass_type(cls) and not overrides_torch_function(cls) \
+        and not issubclass(cls, torch.nn.Parameter) \
+        and not cls.__module__.startswith(("torch.distributed", "torch.nested"))
+
+
+def is_wrapper_of_fakes(t) -> bool:
+    """A graph op's result that is a wrapper subclass Kiln traces, over fake tensors."""
+    if not is_traceable_wrapper_subclass(t) or not is_traceable_wrapper(type(t)):
+        return False
+    names, _ = t.__tensor_flatten__()
+    return all(isinstance(getattr(t, n), FakeTensor) for n in names)
+
+
+def wrapper_facts(t) -> tuple:
+    """What a guard checks of a wrapper subclass: its flatten metadata and each inner
+    tensor's type, dtype, device, requires_grad, sizes and strides (and the outer ones)."""
+    names, ctx = t.__tensor_flatten__()
+    inner = tuple((n, type(getattr(t, n)), getattr(t, n).dtype, getattr(t, n).device, getattr(t, n).requires_grad,
+                   tuple(getattr(t, n).shape), getattr(t, n).stride()) for n in names)
+    return (ctx, inner, t.dtype, t.requires_grad, tuple(t.shape), t.stride())
+
+
+def wrap_wrapper_input(tx, obj, source) -> Value:
+    """A wrapper subclass input: faked by the fake mode as the subclass over fake inner
+    tensors (its ``__torch_dispatch__`` runs on them at trace time); the graph gets the
+    subclass itself (AOTAutograd flattens it for the AOT backends)."""
+    state = tx.state
+    if source is None:
+        raise Unsupported(f"a {type(obj).__qualname__} constant in a compiled region")
+    node, fake = state.builder.add_input(obj, source, source.describe())
+    ns, facts = state.guards.ns, wrapper_facts(obj)
+    state.guards.add("tensor", source, f"type({{v}}) is {ns.ref(type(obj))} and {ns.ref(wrapper_facts)}({{v}}) == "
+                     f"{ns.ref(facts)}", f"{source.describe()} is a {type(obj).__qualname__} with inner tensors "
+                     f"{[i[0] for i in facts[1]]} of shapes {[i[5] for i in facts[1]]}")
+    v = TensorValue(node, fake, source)
+    v.cls = type(obj)
+    state.remember(obj, v)
+    state.fake_values[id(fake)] = v
     return v
 
 
