@@ -40,6 +40,7 @@ from torch.fx.experimental.symbolic_shapes import (
 import sympy
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 from torch.utils._sympy.numbers import int_oo
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
@@ -431,5 +432,6 @@ def contains_fake(x) -> bool:
     """Whether an op's result holds anything the graph must compute: a fake tensor, or a
     symbolic int/float/bool (a size that varies between calls)."""
     found = []
-    tree_map(lambda v: found.append(1) if isinstance(v, (FakeTensor, *SYMBOLIC_TYPES)) else None, x)
+    tree_map(lambda v: found.append(1) if isinstance(v, (FakeTensor, *SYMBOLIC_TYPES))
+             or is_traceable_wrapper_subclass(v) else None, x)   # (a wrapper subclass of fakes)
     return bool(found)

@@ -32,7 +32,7 @@ from ..interpreter import BreakHere, Tracer
 from .resume import entry_base, note_probed
 from ..basics import ClosureSource, FnSource, LocalSource
 from ..semantics import CaptureState
-from ..values import GradModeValue, TensorValue, TracedException, wrap
+from ..values import GradModeValue, TensorValue, TracedException, without_subclass_dispatch, wrap
 
 _ENTRY_IDS = iter(range(1, 1 << 62))
 RECORD_NESTED_BREAKS = False  # a nested break is recorded once, in the frame where it happens
@@ -98,6 +98,8 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy | Non
     handoff = []
     if graph.gm is not None:
         compiled, as_is, mutations_last = _compile(graph, compiler, name, tracer, plan, builder)
+        if getattr(builder, "subclass_inputs", False):   # their overrides ran at trace time
+            compiled = without_subclass_dispatch(compiled)
         handoff = handoff_sources(graph.live, state.guards)
         cg.graph_call(graph, compiled, handoff, mutations_last=mutations_last, as_is=as_is, code=code,
                       random=draws_random_numbers(graph.gm))

@@ -32,6 +32,7 @@ class CaptureState:
         self._initial_grad_mode = torch.is_grad_enabled()
         self._grad_mode_changed = False
         self._special = None
+        self.subclass_dispatch_off = 0   # DisableTorchFunctionSubclass blocks entered (values/tensor_subclasses.py)
         self.autocast_stack: list = []   # AutocastValues entered and not yet exited, innermost last
         self.probed_iterators: set = set()   # id()s of carried iterators whose remaining items were read
         self.layer_bodies = None             # repeated layers traced once (hops/layers.LayerBodies)

@@ -38,4 +38,5 @@ from .objects import ClassValue, ObjectValue, slot_names  # noqa: F401
 from .super_value import make_super  # noqa: F401
 from .symbolic import SizeValue, SymNodeValue  # noqa: F401
 from .tensor import TensorValue, graph_call  # noqa: F401
+from .tensor_subclasses import without_subclass_dispatch  # noqa: F401
 # --- end of the face ---

@@ -34,6 +34,8 @@ class CaptureStateView(Protocol):
     replayed: dict                   # id(instance) -> ReplayedObjectValue
     autocast_stack: list             # autocast regions entered and not yet left, innermost last
     probed_iterators: set            # ids of carried iterators whose remaining items were read
+    fake_values: dict                # id(fake tensor) -> the Value that holds it
+    subclass_dispatch_off: int       # >0: torch-function overrides of subclass tensors are off
 
     def known_value(self, obj) -> "Value | None":
         """The Value this capture already made for the real object ``obj``."""

@@ -33,6 +33,8 @@ from .numpy_arrays import TORCH_FROM_ARRAY, NumpyArrayValue, NumpyFunctionValue,
 from .objects import ModuleGlobalsValue, ObjectValue, PythonModuleValue
 from .symbolic import SymNodeValue, size_value
 from .tensor import TensorMethodValue, TensorValue
+from .tensor_subclasses import (is_parameter_subclass, is_traceable_wrapper, is_wrapper_of_fakes, wrap_wrapper_input, overrides_torch_function, subclass_refusal,
+                                wrap_parameter_subclass, wrap_subclass_input)
 
 _LITERALS = (int, float, bool, str, bytes, complex, type(None))
 _METADATA_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo,
@@ -309,11 +311,17 @@ _BY_KIND = [
 ]
 
 
-def _wrap_tensor(tx, obj: torch.Tensor, source) -> Value:
+def _wrap_tensor(tx, obj: torch.Tensor, source, guard: bool = True, plain_type: bool = False) -> Value:
     state = tx.state
     if type(obj) not in (torch.Tensor, torch.nn.Parameter, torch.nn.parameter.Buffer) \
-            and not isinstance(obj, torch.nn.parameter.Buffer):
-        raise Unsupported(f"tensor subclass {type(obj).__name__} is not supported")
+            and not isinstance(obj, torch.nn.parameter.Buffer) and not plain_type:
+        if is_parameter_subclass(type(obj)):
+            return wrap_parameter_subclass(tx, obj, source, _wrap_tensor)
+        if is_traceable_wrapper(type(obj)):
+            return wrap_wrapper_input(tx, obj, source)
+        if overrides_torch_function(type(obj)):
+            return wrap_subclass_input(tx, obj, source, _wrap_tensor)
+        raise Unsupported(subclass_refusal(type(obj)) or f"tensor subclass {type(obj).__name__} is not supported")
     if isinstance(obj, FakeTensor):
         raise Unsupported("a fake tensor leaked into a real value (internal error)")
     if obj.is_sparse or obj.layout != torch.strided:
@@ -321,14 +329,15 @@ def _wrap_tensor(tx, obj: torch.Tensor, source) -> Value:
     dims, marked, guarded = set(), {}, source is not None
     if source is None:
         source = ConstSource(id(obj), obj)
-    else:
+    elif guard:   # a subclass input keeps static sizes (its guards read no symbolic ones)
         dims, marked = state.shapes.tensor_dims(source.describe(), obj)
     node, fake = state.builder.add_input(obj, source, source.describe(), dims, marked)
-    if guarded:
+    if guarded and guard:
         state.guards.tensor(source, obj, fake)
     v = TensorValue(node, fake, source)
     v.cls = type(obj)
-    state.remember(obj, v)
+    if guard:   # (a subclass's plain alias is remembered as the subclass value)
+        state.remember(obj, v)
     state.fake_values[id(fake)] = v
     return v
 
@@ -388,14 +397,14 @@ def _wrap_function(tx, fn: types.FunctionType, source) -> Value:
 def wrap_fake_result(tx, node, result) -> Value:
     """Wrap what a graph op returned on fakes; ``node`` is None when the op was dropped."""
     state = tx.state
-    if isinstance(result, FakeTensor):
+    if isinstance(result, FakeTensor) or is_wrapper_of_fakes(result):
         existing = state.fake_values.get(id(result))
         if existing is not None:
             return existing
         if node is None:
             raise Unsupported("internal: tensor result without a graph node")
         v = TensorValue(node, result)
-        v.cls = torch.Tensor
+        v.cls = type(result) if not isinstance(result, FakeTensor) else torch.Tensor
         state.fake_values[id(result)] = v
         return v
     if isinstance(result, SYMBOLIC_TYPES):
@@ -423,7 +432,9 @@ def wrap_fake_result(tx, node, result) -> Value:
             nt.field_order = _structseq_fields(result)
         return nt
     if isinstance(result, torch.Tensor):
-        raise Unsupported("a real tensor was produced while tracing (internal error)")
+        why = subclass_refusal(type(result)) if type(result) is not torch.Tensor else None
+        raise Unsupported(f"a graph op made a {type(result).__qualname__}: {why}" if why else
+                          "a real tensor was produced while tracing (internal error)")
     if result is None or type(result) in _LITERALS or isinstance(result, (torch.Size, *_METADATA_CONSTANTS)):
         return const(result)
     raise Unsupported(f"graph op returned an unsupported {type(result).__name__}")

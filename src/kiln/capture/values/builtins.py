@@ -119,8 +119,8 @@ def _iter_items(tx, v: Value) -> list:
 
 def _len(tx, args, kwargs):
     v = args[0]
-    if isinstance(v, TensorValue) and v.fake.ndim:
-        return v.dim_size(tx, 0)   # stays symbolic when the size is
+    if isinstance(v, TensorValue) and v.fake.ndim and type(v).length is TensorValue.length:
+        return v.dim_size(tx, 0)   # stays symbolic when the size is (a subclass's len dispatches)
     if isinstance(v, ConstantValue):
         return _fold(len)(tx, args, kwargs)
     try:

@@ -25,6 +25,7 @@ from .new_objects import ReplayedObjectValue
 from .objects import ClassValue
 from .tensor import graph_argument, graph_call, makes_autograd_leaf
 from .tensor_metadata import tensor_metadata_functions
+from .tensor_subclasses import DisableSubclassDispatchValue, subclass_special_functions
 
 
 def _torch_owned(obj) -> bool:
@@ -86,7 +87,18 @@ def wrap_class(tx, cls: type, source):
         return AnnotationContextClassValue(cls, source)
     if is_autocast_class(cls):
         return AutocastClassValue(cls, source)
+    if cls in (torch._C.DisableTorchFunctionSubclass, torch._C.DisableTorchFunction):
+        return DisableSubclassDispatchClassValue(cls, source)
     return ClassValue(cls, source)
+
+
+class DisableSubclassDispatchClassValue(ClassValue):
+    """``torch._C.DisableTorchFunctionSubclass`` itself: calling it makes the context."""
+
+    def call(self, tx, args, kwargs):
+        if args or kwargs:
+            raise Unsupported(f"{self.obj.__name__}(...) with arguments")
+        return DisableSubclassDispatchValue(self.obj)
 
 
 def wrap_special_object(tx, obj, source):
@@ -432,6 +444,7 @@ def torch_special_functions() -> dict:
     table.pop(torch.is_tensor)
     table.update(trace_time_functions())
     table.update(tensor_metadata_functions())
+    table.update(subclass_special_functions())
     table[graph_break] = GraphBreakFunctionValue(graph_break)
     # Code written for torch.compile may call torch._dynamo's markers; Kiln never
     # imports torch._dynamo itself, it only recognises them if the user already did.

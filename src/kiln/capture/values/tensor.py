@@ -35,9 +35,11 @@ DATA_DEPENDENT = frozenset({
     "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "data_ptr",
     "untyped_storage", "storage", "__array__", "__format__",
 })
-# Tensor methods a higher value kind answers (name -> fn(tx, tensor, args, kwargs) -> Value or
-# None to decline): ``numpy`` is registered by values/numpy_arrays.py, which imports this one.
+# Hooks of higher value kinds (None: decline).  Methods: name -> fn(tx, tensor, args, kwargs)
+# (``numpy``: values/numpy_arrays.py); graph ops: fn(tx, kind, target, args, kwargs), tried
+# first (``__torch_function__`` overrides: values/tensor_subclasses.py).
 METHOD_HOOKS: dict = {}
+DISPATCH_HOOKS: list = []
 # Methods that cannot be put in a graph.
 UNSUPPORTED_METHODS = {
     "backward": "calling backward() inside a compiled region",
@@ -165,8 +167,7 @@ class TensorValue(Value):
         return cg.tensor_expr(self)
 
 
-# a real tensor to bind torch.Tensor's methods to (their bound type is the same for all)
-_SAMPLE_TENSOR = torch.empty(0)
+_SAMPLE_TENSOR = torch.empty(0)   # torch.Tensor's methods bound to it have the type all do
 
 
 class TensorMethodValue(Value):
@@ -264,9 +265,10 @@ def graph_call(tx, kind: str, target, args: list, kwargs: dict) -> Value:
     """Record ``target(*args, **kwargs)`` in the graph and wrap what it returns.
 
     Non-tensor results computed from metadata alone (``torch.is_floating_point(x)``)
-    become constants and the node is dropped.
-    """
-    state = tx.state
+    become constants and the node is dropped."""
+    state, made = tx.state, DISPATCH_HOOKS[0](tx, kind, target, args, kwargs) if DISPATCH_HOOKS else None
+    if made is not None:
+        return made
     if target in _TENSOR_FROM_DATA and kind == "call_function" and args and _holds_data_number(args[0]):
         made = _tensor_from_numbers(tx, args[0], args[1:], kwargs)
         if made is not None:
@@ -378,8 +380,7 @@ _INPLACE_OPERATORS = frozenset({
 _INPLACE_DUNDERS = frozenset(f"__{f.__name__}__" for f in _INPLACE_OPERATORS)
 
 
-def _writes_in_place(kind: str, target, kwargs: dict) -> bool:
-    """Whether the call writes into its first argument (or its ``out=``)."""
+def _writes_in_place(kind: str, target, kwargs: dict) -> bool:   # into its first argument or out=
     name = target if kind == "call_method" else getattr(target, "__name__", "") or ""
     return (name.endswith("_") and not name.startswith("_")) or kwargs.get("out") is not None \
         or target in _INPLACE_OPERATORS or target in _KEEP_EVEN_WITHOUT_OUTPUT \
@@ -442,8 +443,7 @@ def _scalar_input(tx, v: Value, floating_operand: bool) -> Value:
 
 
 def _given_to_frame(source) -> bool:
-    """Whether ``source`` is an argument of the frame or an item of one (``args[0]``),
-    as opposed to something read from an object, a global or a cell."""
+    """Whether ``source`` is an argument of the frame or an item of one (``args[0]``)."""
     while isinstance(source, ItemSource):
         source = source.base
     return isinstance(source, LocalSource)
