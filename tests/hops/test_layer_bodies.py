@@ -263,3 +263,23 @@ def test_marked_functions_are_inlined_with_reuse_off():
     f = kiln.compile(chain, backend=cc, fullgraph=True)
     torch.testing.assert_close(f(x, ws), chain(x, ws))
     assert bodies(cc) == (0, 0) and cc.op_count == 9
+
+
+def test_body_calls_inlined_for_graph_passes_that_cut_by_nodes():
+    """The DDP bucket splitter cuts graphs by nodes: body calls are inlined first, and the
+    inlined graph computes what the graph with body calls computes."""
+    from kiln.backends.body_calls import inline_body_calls, has_body_calls
+    seen = []
+
+    def inlining_backend(gm, example_inputs):
+        flat = inline_body_calls(gm)
+        seen.append((has_body_calls(gm), has_body_calls(flat)))
+        return flat.forward
+
+    model = stack_of()
+    compiled = kiln.compile(model, backend=inlining_backend)
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        x, mask = torch.randn(3, 6), torch.randn(3, 6)
+        assert torch.allclose(compiled(x, mask), model(x, mask), rtol=0, atol=1e-6)
+    assert seen == [(True, False)]

@@ -17,6 +17,7 @@ calls it per layer.
 from __future__ import annotations
 
 import contextlib
+import operator
 
 import torch
 import torch.fx
@@ -56,3 +57,31 @@ def body_tracing_context(gm: torch.fx.GraphModule, fake_mode=None):
         return contextlib.nullcontext()
     from torch._subclasses.fake_tensor import FakeTensorMode  # (imported by torch with the HOP above)
     return tracing(TracingContext(fake_mode if fake_mode is not None else FakeTensorMode()))
+
+
+def inline_body_calls(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` itself without body calls; else a GraphModule over a copy of its graph with
+    every body call replaced by the body's nodes: for graph passes that cut a graph by
+    its nodes (the DDP bucket splitter), where a call of a shared body would have to sit
+    in one stage while its parameters belong to several buckets."""
+    if not has_body_calls(gm):
+        return gm
+    graph = copy_graph(gm.graph)
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not call_body:
+            continue
+        body_node, _, *operands = node.args
+        body = getattr(gm, body_node.target) if body_node.op == "get_attr" else body_node
+        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        if any(n.op == "get_attr" for n in body.graph.nodes) or len(placeholders) != len(operands):
+            raise NotImplementedError("a body call whose body holds attributes cannot be inlined")
+        with graph.inserting_before(node):
+            outputs = graph.graph_copy(body.graph, dict(zip(placeholders, operands)))
+        for user in list(node.users):
+            if not (user.op == "call_function" and user.target is operator.getitem):
+                raise NotImplementedError("a body call's result is used other than by index")
+            user.replace_all_uses_with(outputs[user.args[1]])
+            graph.erase_node(user)
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    return torch.fx.GraphModule(gm, graph)

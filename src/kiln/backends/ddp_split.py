@@ -43,6 +43,8 @@ from torch.fx.passes.split_module import split_module
 from kiln.config import config
 from kiln.events import event
 
+from .body_calls import inline_body_calls
+
 __all__ = ["BucketLayout", "BucketSplittingBackend", "stage_of_nodes", "split_at_buckets"]
 
 
@@ -122,6 +124,7 @@ def split_at_buckets(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], ba
     A graph that makes one stage (no reduced parameters, or fewer than a bucket's
     worth) is compiled whole.
     """
+    gm = inline_body_calls(gm)     # a shared layer body's parameters span buckets
     stages = stage_of_nodes(gm, example_inputs, layout)
     if not stages:
         return backend(gm, list(example_inputs))
