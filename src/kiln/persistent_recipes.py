@@ -1,0 +1,166 @@
+"""Portable recipes for the objects generated entry code refers to (the persistent cache).
+
+An entry's guard and glue sources name live objects (``___c3``: ``torch.float32``, a
+module class, ``torch.is_grad_enabled``, a module's globals dict ...).  A new process
+cannot be handed those objects, only told how to find them again: a *recipe* is plain
+data (tuples of str/int/float/bool/None) that ``resolve`` turns back into the object.
+
+The rule: an object gets a recipe only when finding it again gives *the same thing* by
+a name that does not depend on the process: a module by its name in ``sys.modules``, a
+module's globals by that name, a class or function by ``module`` + ``__qualname__``
+(checked by resolving it here and comparing identity), a method descriptor by its
+class and name, a dtype / layout / memory format by its name in ``torch``, a literal or
+a tuple of portable items by value.  Anything else (a run-time object with no stable
+name, a code object made at run time, an object reachable only by its id) raises
+``NotPortable`` naming it: the entry holding it is not written (never trust an id
+across processes).  ``encode``/``decode`` do the same for the C guard plan's steps
+(``runtime.guard_plan.PlanSpec``), whose items are ints, strings, lambda texts and
+the same objects.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+import torch
+
+from .runtime import Lambda
+
+_LITERALS = (type(None), bool, int, float, str, bytes, complex)
+_TORCH_ENUMS = (torch.dtype, torch.layout, torch.memory_format)
+
+
+class NotPortable(Exception):
+    """An object that a new process cannot find again by a stable name."""
+
+
+#: kind -> (encode(obj) -> tuple of args or None, make(context, *resolved args) -> obj): objects
+#: that layers above make at run time from portable parts (api's compiled module classes),
+#: rebuilt by the same code in the new process; ``context`` is the loading frame's compiler
+_MADE_KINDS: dict = {}
+
+
+def register_made_kind(kind: str, encode, make) -> None:
+    _MADE_KINDS[kind] = (encode, make)
+
+
+def _by_name(module: str, qualname: str):
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _named(obj) -> tuple | None:
+    """``("named", module, qualname)`` where that name leads back to ``obj`` itself."""
+    qualname = getattr(obj, "__qualname__", None)
+    module = getattr(obj, "__module__", None)
+    if module is None and hasattr(obj, "__objclass__"):        # a method / slot descriptor
+        module = getattr(obj.__objclass__, "__module__", None)
+    if not isinstance(qualname, str) or not isinstance(module, str) or "<" in qualname:
+        return None
+    for candidate in (module, *_parents(module)):
+        try:
+            if _by_name(candidate, qualname) is obj:
+                return ("named", candidate, qualname)
+        except Exception:   # noqa: BLE001 - any failure to import or look up: not this name
+            continue
+    return None
+
+
+def _parents(module: str) -> list:
+    """``torch._C._nn`` -> ``torch._C``, ``torch``: builtins often name a private module."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
+def recipe(obj) -> tuple:
+    """How a new process finds ``obj`` again; ``NotPortable`` where there is no such way."""
+    if type(obj) in _LITERALS:
+        if isinstance(obj, float) and obj != obj:
+            return ("nan",)
+        return ("lit", obj)
+    if isinstance(obj, _TORCH_ENUMS):
+        name = str(obj).rsplit(".", 1)[-1]
+        if getattr(torch, name, None) is obj:
+            return ("torch", name)
+    if isinstance(obj, torch.device):
+        return ("device", str(obj))        # devices compare by value, never by identity
+    if type(obj) in (tuple, frozenset):
+        return ("tuple" if type(obj) is tuple else "frozenset", tuple(recipe(x) for x in obj))
+    if isinstance(obj, types.ModuleType):
+        if sys.modules.get(obj.__name__) is obj:
+            return ("module", obj.__name__)
+        raise NotPortable(f"module {obj.__name__!r} is not the one in sys.modules")
+    if type(obj) is dict:
+        name = obj.get("__name__")
+        if isinstance(name, str) and getattr(sys.modules.get(name), "__dict__", None) is obj:
+            return ("globals", name)
+        raise NotPortable(f"a dict that is not a module's globals ({len(obj)} keys)")
+    if obj is Ellipsis or obj is NotImplemented:
+        return ("named", "builtins", "Ellipsis" if obj is Ellipsis else "NotImplemented")
+    for kind, (encode, _) in _MADE_KINDS.items():
+        parts = encode(obj)
+        if parts is not None:
+            return ("made", kind, tuple(recipe(p) for p in parts))
+    named = _named(obj)
+    if named is not None:
+        return named
+    owner = getattr(obj, "__self__", None)            # a builtin bound to a module or class
+    if isinstance(obj, types.BuiltinMethodType) and owner is not None and isinstance(owner, (type, types.ModuleType)):
+        return ("attr", recipe(owner), obj.__name__)
+    raise NotPortable(f"{type(obj).__qualname__} object {_short(obj)} has no stable name")
+
+
+def _short(obj) -> str:
+    try:
+        text = repr(obj)
+    except Exception:   # noqa: BLE001 - a broken __repr__ only makes the message shorter
+        text = "?"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def resolve(r: tuple, context=None):
+    """The object recipe ``r`` names (raises where it cannot be found: the entry is stale);
+    ``context``: the loading frame's compiler, for the made kinds."""
+    kind = r[0]
+    if kind == "made":
+        return _MADE_KINDS[r[1]][1](context, *(resolve(p, context) for p in r[2]))
+    if kind == "lit":
+        return r[1]
+    if kind == "nan":
+        return float("nan")
+    if kind == "torch":
+        return getattr(torch, r[1])
+    if kind == "device":
+        return torch.device(r[1])
+    if kind == "tuple":
+        return tuple(resolve(x, context) for x in r[1])
+    if kind == "frozenset":
+        return frozenset(resolve(x, context) for x in r[1])
+    if kind == "module":
+        return importlib.import_module(r[1])
+    if kind == "globals":
+        return importlib.import_module(r[1]).__dict__
+    if kind == "named":
+        return _by_name(r[1], r[2])
+    if kind == "attr":
+        return getattr(resolve(r[1], context), r[2])
+    raise ValueError(f"unknown recipe kind {kind!r}")
+
+
+# -- the guard plan's steps ---------------------------------------------------------------
+def encode_steps(steps: list) -> list:
+    """A ``PlanSpec``'s steps as recipes (a ``Lambda`` keeps its text)."""
+    return [tuple(_encode_item(x) for x in step) for step in steps]
+
+
+def _encode_item(x):
+    if isinstance(x, Lambda):
+        return ("lambda", x.text)
+    return recipe(x)
+
+
+def decode_steps(steps: list, context=None) -> list:
+    return [tuple(Lambda(x[1]) if x[0] == "lambda" else resolve(x, context) for x in step) for step in steps]
