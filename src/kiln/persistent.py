@@ -26,10 +26,10 @@ stable name: ``StoredForm.not_cacheable``, ``NotPortable``) is reported by the
 from __future__ import annotations
 
 import hashlib
-import marshal
 import os
 import pickle
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -40,7 +40,7 @@ from .backends import lookup
 from .capture import compile_stored_graph, Entry, GeneratedCode
 from .config import config
 from .events import event
-from .persistent_recipes import decode_steps, encode_steps, NotPortable, recipe, resolve
+from .persistent_recipes import code_digest, decode_steps, encode_steps, NotPortable, recipe, resolve
 from .runtime import PlanSpec
 from .user_warnings import warn
 
@@ -95,7 +95,7 @@ def frame_key(fn, settings) -> dict:
         "torch": torch.__version__,
         "python": sys.version,
         "platform": (platform.machine(), sys.platform),
-        "code": hashlib.sha256(marshal.dumps(fn.__code__)).hexdigest(),
+        "code": code_digest(fn.__code__),
         "defaults": recipe(fn.__defaults__),
         "kwdefaults": tuple((k, recipe(v)) for k, v in sorted(kwdefaults.items())),
         "settings": settings_key(settings),
@@ -150,6 +150,9 @@ def _record(stored, key: dict, where: str) -> dict:
         try:
             constants[name] = recipe(value)
         except NotPortable as e:
+            if type(value) is list and _only_explained(name, generated):
+                constants[name] = ("list", tuple(recipe(x) for x in value))
+                continue
             raise NotPortable(f"{name} in the generated code: {e}") from None
     spec = generated.guard_plan
     plan = None if spec is None else (spec.nslots, encode_steps(spec.steps), spec.handoff)
@@ -161,6 +164,15 @@ def _record(stored, key: dict, where: str) -> dict:
             "names": generated.names, "line_map": generated.line_map, "constants": constants,
             "plan": plan, "graph": graph, "graph_ref": stored.graph_ref, "graph_mode": stored.graph_mode,
             "mutations_last": stored.mutations_last, "written": time.time()}
+
+
+def _only_explained(name: str, generated) -> bool:
+    """``name`` is used only by the guard's explain twin (a list of expected keys in the
+    message): a copy by value serves it, as no guard or glue sees its identity."""
+    pattern = re.compile(re.escape(name) + r"\b")
+    return not pattern.search(generated.guard_source) and not pattern.search(generated.glue_source) \
+        and not any(x is generated.globals[name] for step in (generated.guard_plan.steps if generated.guard_plan else ())
+                    for x in step)
 
 
 def _without_meta(gm):

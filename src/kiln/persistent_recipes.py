@@ -19,6 +19,8 @@ the same objects.
 """
 from __future__ import annotations
 
+import enum
+import hashlib
 import importlib
 import sys
 import types
@@ -104,6 +106,12 @@ def recipe(obj) -> tuple:
         parts = encode(obj)
         if parts is not None:
             return ("made", kind, tuple(recipe(p) for p in parts))
+    if isinstance(obj, types.CodeType):
+        return _code_recipe(obj)
+    if isinstance(obj, types.FunctionType):
+        return _function_recipe(obj)
+    if isinstance(obj, enum.Enum) and type(obj).__members__.get(obj.name) is obj:
+        return ("member", recipe(type(obj)), obj.name)
     named = _named(obj)
     if named is not None:
         return named
@@ -111,6 +119,101 @@ def recipe(obj) -> tuple:
     if isinstance(obj, types.BuiltinMethodType) and owner is not None and isinstance(owner, (type, types.ModuleType)):
         return ("attr", recipe(owner), obj.__name__)
     raise NotPortable(f"{type(obj).__qualname__} object {_short(obj)} has no stable name")
+
+
+def _function_recipe(fn) -> tuple:
+    """A function as ``("function", module, qualname, hops, digest)``: what that name holds,
+    followed ``hops`` times along ``__wrapped__`` (the original of a decorated function,
+    which has the same qualname), with the same code and defaults (``function_digest``)."""
+    qualname, module = fn.__qualname__, fn.__module__
+    if isinstance(module, str) and "<" not in qualname:
+        try:
+            found = _by_name(module, qualname)
+        except Exception:   # noqa: BLE001 - not found under that name
+            found = None
+        for hops in range(8):
+            if found is None:
+                break
+            if found is fn:
+                return ("function", module, qualname, hops, function_digest(fn))
+            found = getattr(found, "__wrapped__", None)
+    raise NotPortable(f"function {qualname} has no stable name")
+
+
+_CODE_FIELDS = ("co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_flags", "co_code", "co_names",
+                "co_varnames", "co_freevars", "co_cellvars", "co_filename", "co_name", "co_qualname",
+                "co_firstlineno", "co_linetable", "co_exceptiontable")
+
+
+def code_digest(code) -> str:
+    """A hash of a code object's whole content, nested code constants included.  Not
+    ``marshal.dumps``: its output depends on reference counts (back-references are
+    written only for objects referred to more than once), so one code object hashes
+    differently from call to call."""
+    h = hashlib.sha256()
+    _feed_code(h, code)
+    return h.hexdigest()
+
+
+def _feed_code(h, code) -> None:
+    for name in _CODE_FIELDS:
+        h.update(repr(getattr(code, name, None)).encode() + b"\0")
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            h.update(b"<code>")
+            _feed_code(h, const)
+        else:
+            h.update(repr((type(const).__name__, const)).encode() + b"\0")
+
+
+def function_digest(fn) -> str:
+    """What a guard ``f is <that function>`` stands for across processes: the traced body
+    (its code object's whole content) and its defaults, by value (a default that has no
+    recipe leaves the function without one)."""
+    kwdefaults = tuple((k, recipe(v)) for k, v in sorted((fn.__kwdefaults__ or {}).items()))
+    text = code_digest(fn.__code__) + repr((recipe(fn.__defaults__), kwdefaults))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _code_recipe(code) -> tuple:
+    """A code object as the function of a stable name it belongs to: ``("code", module,
+    qualname, hops, path, digest)``: that function followed ``hops`` times along
+    ``__wrapped__`` (a decorated function's original), then down its code's constants
+    along ``path`` (a function defined inside it: a decorator's ``<locals>.wrapper``),
+    with the content's hash, checked on load (an edited body is another code)."""
+    module = next((name for name, m in list(sys.modules.items())
+                   if getattr(m, "__file__", None) == code.co_filename), None)
+    qualname = getattr(code, "co_qualname", code.co_name)
+    outer = qualname.split(".<locals>", 1)[0]
+    digest = code_digest(code)
+    if module is not None and "<" not in outer:
+        try:
+            fn = _by_name(module, outer)
+        except Exception:   # noqa: BLE001 - not found under that name
+            fn = None
+        for hops in range(8):
+            if fn is None:
+                break
+            path = _path_in_consts(getattr(fn, "__code__", None), code)
+            if path is not None:
+                return ("code", module, outer, hops, path, digest)
+            fn = getattr(fn, "__wrapped__", None)
+    raise NotPortable(f"code object {qualname} ({code.co_filename}:{code.co_firstlineno}) is not the code "
+                      f"of a function with a stable name")
+
+
+def _path_in_consts(root, code, depth: int = 0):
+    """The indices from ``root`` down its nested code constants to ``code``, or None."""
+    if root is code:
+        return ()
+    if not isinstance(root, types.CodeType) or depth > 6:
+        return None
+    for i, const in enumerate(root.co_consts):
+        if isinstance(const, types.CodeType):
+            rest = _path_in_consts(const, code, depth + 1)
+            if rest is not None:
+                return (i, *rest)
+    return None
 
 
 def _short(obj) -> str:
@@ -137,6 +240,8 @@ def resolve(r: tuple, context=None):
         return torch.device(r[1])
     if kind == "tuple":
         return tuple(resolve(x, context) for x in r[1])
+    if kind == "list":
+        return [resolve(x, context) for x in r[1]]
     if kind == "frozenset":
         return frozenset(resolve(x, context) for x in r[1])
     if kind == "module":
@@ -145,6 +250,25 @@ def resolve(r: tuple, context=None):
         return importlib.import_module(r[1]).__dict__
     if kind == "named":
         return _by_name(r[1], r[2])
+    if kind == "function":
+        fn = _by_name(r[1], r[2])
+        for _ in range(r[3]):
+            fn = fn.__wrapped__
+        if function_digest(fn) != r[4]:
+            raise ValueError(f"{r[1]}.{r[2]} has other code or defaults than when the entry was written")
+        return fn
+    if kind == "code":
+        fn = _by_name(r[1], r[2])
+        for _ in range(r[3]):
+            fn = fn.__wrapped__
+        code = fn.__code__
+        for i in r[4]:
+            code = code.co_consts[i]
+        if code_digest(code) != r[5]:
+            raise ValueError(f"the code of {r[1]}.{r[2]} changed since the entry was written")
+        return code
+    if kind == "member":
+        return resolve(r[1], context).__members__[r[2]]
     if kind == "attr":
         return getattr(resolve(r[1], context), r[2])
     raise ValueError(f"unknown recipe kind {kind!r}")
@@ -159,6 +283,8 @@ def encode_steps(steps: list) -> list:
 def _encode_item(x):
     if isinstance(x, Lambda):
         return ("lambda", x.text)
+    if type(x) is list:       # the plan's own data (a key list compared by value)
+        return ("list", tuple(recipe(i) for i in x))
     return recipe(x)
 
 
