@@ -3,8 +3,8 @@
 On (``kiln.config.cache_dir`` / ``KILN_CACHE_DIR`` set to a directory), each entry a
 capture makes is written as one file: its guard, twin and glue sources, a portable
 recipe for every object they name (``persistent_recipes``), the C guard plan's steps
-encoded the same way, and the graph (pickled as torch.fx pickles a GraphModule: its
-code, re-traced on load).  A frame cache's first miss in a new process loads the files
+encoded the same way, and the graph (its nodes as plain data, targets by recipe,
+rebuilt as a GraphModule on load).  A frame cache's first miss in a new process loads the files
 under the frame's key and tries their guards before capturing anything; a loaded entry
 whose guard passes runs with no capture at all.  Its graph is compiled again by the
 backend on the entry's first run (eager, aot_eager: cheap; inductor: AOTAutograd's and
@@ -26,6 +26,7 @@ stable name: ``StoredForm.not_cacheable``, ``NotPortable``) is reported by the
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import pickle
 import platform
@@ -40,7 +41,7 @@ from .backends import lookup
 from .capture import compile_stored_graph, Entry, GeneratedCode
 from .config import config
 from .events import event
-from .persistent_recipes import code_digest, decode_steps, encode_steps, NotPortable, recipe, resolve
+from .persistent_recipes import code_digest, decode_graph, decode_steps, encode_graph, encode_steps, NotPortable, recipe, resolve
 from .runtime import PlanSpec
 from .user_warnings import warn
 
@@ -158,8 +159,9 @@ def _record(stored, key: dict, where: str) -> dict:
     plan = None if spec is None else (spec.nslots, encode_steps(spec.steps), spec.handoff)
     graph = None
     if stored.gm is not None:
-        graph = pickle.dumps(_without_meta(stored.gm))
-    return {"key": key, "frame": where, "name": generated.name, "guard_source": generated.guard_source,
+        graph = (encode_graph(stored.gm.graph), type(stored.gm).__name__)
+    code = tuple(marshal.dumps(c) for c in generated.code_objects())   # Python's version is in the key
+    return {"key": key, "frame": where, "code": code, "name": generated.name, "guard_source": generated.guard_source,
             "twin_source": generated.twin_source, "glue_source": generated.glue_source,
             "names": generated.names, "line_map": generated.line_map, "constants": constants,
             "plan": plan, "graph": graph, "graph_ref": stored.graph_ref, "graph_mode": stored.graph_mode,
@@ -173,15 +175,6 @@ def _only_explained(name: str, generated) -> bool:
     return not pattern.search(generated.guard_source) and not pattern.search(generated.glue_source) \
         and not any(x is generated.globals[name] for step in (generated.guard_plan.steps if generated.guard_plan else ())
                     for x in step)
-
-
-def _without_meta(gm):
-    """A GraphModule over a copy of ``gm``'s graph without node metadata (fake tensors,
-    stack traces): what is pickled is its code."""
-    graph = torch.fx.Graph()
-    out = graph.graph_copy(gm.graph, {})
-    graph.output(out)
-    return torch.fx.GraphModule(gm, graph, class_name=type(gm).__name__)
 
 
 def _identity(record: dict) -> tuple:
@@ -291,7 +284,7 @@ def _entry(record: dict, fn, compiler) -> Entry:
     namespace = {name: resolve(r, compiler) for name, r in record["constants"].items()}
     gm, stub, ref = None, None, record["graph_ref"]
     if record["graph"] is not None:
-        gm = pickle.loads(record["graph"])   # noqa: S301 - inside a checked file
+        gm = decode_graph(*record["graph"])
         if record["graph_mode"] == "forward":
             namespace[ref] = gm.forward
         else:
@@ -300,7 +293,7 @@ def _entry(record: dict, fn, compiler) -> Entry:
     spec = None if plan is None else PlanSpec(plan[0], decode_steps(plan[1], compiler), plan[2])
     generated = GeneratedCode(record["name"], record["guard_source"], record["twin_source"], record["glue_source"],
                               namespace, record["names"], record["line_map"], (fn.__defaults__, fn.__kwdefaults__),
-                              fn.__code__, spec)
+                              fn.__code__, spec, tuple(marshal.loads(c) for c in record["code"]))
     functions = generated.load()
     if stub is not None:
         stub.namespace = functions["glue"].__globals__

@@ -31,6 +31,8 @@ from .runtime import Lambda
 
 _LITERALS = (type(None), bool, int, float, str, bytes, complex)
 _TORCH_ENUMS = (torch.dtype, torch.layout, torch.memory_format)
+_TORCH_NAMESPACES = ("torch", "torch.nn.functional", "torch._C", "torch._C._nn", "torch._C._VariableFunctions",
+                     "torch.special", "torch.linalg", "torch.fft", "operator", "builtins", "math")
 
 
 class NotPortable(Exception):
@@ -115,6 +117,11 @@ def recipe(obj) -> tuple:
     named = _named(obj)
     if named is not None:
         return named
+    name = getattr(obj, "__name__", None)
+    if isinstance(name, str):          # torch's builtins: named by the namespace they are exposed in
+        for module in _TORCH_NAMESPACES:
+            if getattr(sys.modules.get(module), name, None) is obj:
+                return ("named", module, name)
     owner = getattr(obj, "__self__", None)            # a builtin bound to a module or class
     if isinstance(obj, types.BuiltinMethodType) and owner is not None and isinstance(owner, (type, types.ModuleType)):
         return ("attr", recipe(owner), obj.__name__)
@@ -290,3 +297,77 @@ def _encode_item(x):
 
 def decode_steps(steps: list, context=None) -> list:
     return [tuple(Lambda(x[1]) if x[0] == "lambda" else resolve(x, context) for x in step) for step in steps]
+
+
+# -- graphs ---------------------------------------------------------------------------------
+def encode_graph(graph) -> list:
+    """An fx graph as plain data: per node ``(op, name, target recipe, args, kwargs)`` with
+    other nodes by name (no metadata: fake tensors, stack traces stay in this process)."""
+    nodes = []
+    for node in graph.nodes:
+        if node.op not in ("placeholder", "call_function", "call_method", "output"):
+            raise NotPortable(f"graph node {node.name} is a {node.op}")
+        target = node.target if isinstance(node.target, str) else _target_recipe(node.target)
+        nodes.append((node.op, node.name, target, _encode_arg(node.args), _encode_arg(node.kwargs)))
+    return nodes
+
+
+def _target_recipe(target) -> tuple:
+    if isinstance(target, torch._ops.OpOverload):
+        return ("op", target.namespace, target._opname, target._overloadname)
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        ns, name = target._qualified_op_name.split("::")
+        return ("op", ns, name, None)
+    return recipe(target)
+
+
+def _encode_arg(a):
+    if isinstance(a, torch.fx.Node):
+        return ("node", a.name)
+    if type(a) in (list, tuple):
+        return ("list" if type(a) is list else "tuple", tuple(_encode_arg(x) for x in a))
+    if type(a) is dict:
+        return ("dict", tuple((k, _encode_arg(v)) for k, v in a.items()))
+    if type(a) is slice:
+        return ("slice", _encode_arg(a.start), _encode_arg(a.stop), _encode_arg(a.step))
+    if isinstance(a, torch.fx.immutable_collections.immutable_list):
+        return ("list", tuple(_encode_arg(x) for x in a))
+    if isinstance(a, torch.fx.immutable_collections.immutable_dict):
+        return ("dict", tuple((k, _encode_arg(v)) for k, v in a.items()))
+    return ("obj", recipe(a))
+
+
+def decode_graph(nodes: list, class_name: str):
+    """The GraphModule of ``encode_graph``'s data."""
+    graph = torch.fx.Graph()
+    env: dict = {}
+
+    def arg(a):
+        kind = a[0]
+        if kind == "node":
+            return env[a[1]]
+        if kind in ("list", "tuple"):
+            items = [arg(x) for x in a[1]]
+            return items if kind == "list" else tuple(items)
+        if kind == "dict":
+            return {k: arg(v) for k, v in a[1]}
+        if kind == "slice":
+            return slice(arg(a[1]), arg(a[2]), arg(a[3]))
+        return resolve(a[1])
+
+    for op, name, target, args, kwargs in nodes:
+        if not isinstance(target, str):
+            target = _resolve_target(target)
+        if op == "output":
+            graph.output(arg(args)[0])
+            continue
+        node = graph.create_node(op, target, arg(args), arg(kwargs), name=name)
+        env[name] = node
+    return torch.fx.GraphModule(torch.nn.Module(), graph, class_name=class_name)
+
+
+def _resolve_target(r: tuple):
+    if r[0] == "op":
+        packet = getattr(getattr(torch.ops, r[1]), r[2])
+        return packet if r[3] is None else getattr(packet, r[3])
+    return resolve(r)
