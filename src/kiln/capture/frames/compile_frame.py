@@ -112,9 +112,8 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy | Non
     cg = Codegen(state, out_index)
     handoff, compiled, mutations_last, graph_mode = [], None, False, "backend"
     if graph.gm is not None:
-        own_forward = graph.gm.forward
         compiled, as_is, mutations_last = _compile(graph, compiler, name, tracer, plan, builder)
-        graph_mode = "forward" if compiled == own_forward else "backend"
+        graph_mode = "forward" if graph.gm.meta.get("kiln_op_by_op") else "backend"
         handoff = handoff_sources(graph.live, state.guards)
         cg.graph_call(graph, compiled, handoff, mutations_last=mutations_last, as_is=as_is, code=code,
                       random=draws_random_numbers(graph.gm))
@@ -305,6 +304,7 @@ def _compile(graph: GraphForGlue, compiler: FrameCompiler, name: str, tracer, pl
         # does, or its trace would draw other random numbers (see the functions): the
         # graph runs op by op, as eager does
         compiled, as_is = gm.forward, True
+        gm.meta["kiln_op_by_op"] = True      # not the backend's: a loaded entry runs it so too
     else:
         own_forward = gm.forward
         compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, mutations_last)
