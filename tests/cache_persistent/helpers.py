@@ -42,7 +42,7 @@ def run_script(body: str, cache_dir: str, path, env: dict | None = None) -> dict
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=environment, timeout=600)
     lines = [l for l in done.stdout.splitlines() if l.startswith("REPORT ")]
     assert done.returncode == 0 and lines, f"script failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-    return json.loads(lines[-1][len("REPORT "):])
+    return dict(json.loads(lines[-1][len("REPORT "):]), stdout=done.stdout)
 
 
 def start_script(body: str, cache_dir: str, path) -> subprocess.Popen:
