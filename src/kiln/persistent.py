@@ -41,7 +41,7 @@ from .backends import lookup
 from .capture import compile_stored_graph, Entry, GeneratedCode
 from .config import config
 from .events import event
-from .persistent_recipes import code_digest, decode_graph, decode_steps, encode_graph, encode_steps, NotPortable, recipe, resolve
+from .persistent_recipes import code_digest, decode_graph, decode_steps, encode_graph, encode_steps, NotPortable, recipe, Resolver
 from .runtime import PlanSpec
 from .user_warnings import warn
 
@@ -62,21 +62,51 @@ def enabled() -> bool:
 
 
 def kiln_source_hash() -> str:
-    """A hash of every source file of the kiln package: a Kiln edited without a version
-    bump still never loads entries another Kiln wrote."""
-    if not _source_hash:
-        root = os.path.dirname(os.path.abspath(__file__))
+    """A hash of the content of every source file of the kiln package: a Kiln edited
+    without a version bump never loads entries another Kiln wrote.  Reading ~170 files
+    costs ~20 ms, so the content hash is itself kept in the cache directory under the
+    files' (path, size, mtime) signature, and read from there while that is unchanged."""
+    if _source_hash:
+        return _source_hash[0]
+    root = os.path.dirname(os.path.abspath(__file__))
+    files = sorted(_source_files(root, ""))
+    signature = hashlib.sha256()
+    for rel, st in files:
+        signature.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    memo = os.path.join(config.cache_dir, f"v{FORMAT}", f"kiln-source-{signature.hexdigest()[:32]}") \
+        if config.cache_dir else None
+    digest = None
+    if memo is not None:
+        try:
+            with open(memo) as f:
+                digest = f.read().strip() or None
+        except OSError:
+            pass
+    if digest is None:
         h = hashlib.sha256()
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith(_SOURCE_SUFFIXES):
-                    path = os.path.join(folder, name)
-                    h.update(os.path.relpath(path, root).encode() + b"\0")
-                    with open(path, "rb") as f:
-                        h.update(f.read())
-        _source_hash.append(h.hexdigest())
-    return _source_hash[0]
+        for rel, _ in files:
+            h.update(rel.encode() + b"\0")
+            with open(os.path.join(root, rel), "rb") as f:
+                h.update(f.read())
+        digest = h.hexdigest()
+        if memo is not None:
+            try:
+                write_atomically(memo, digest.encode())
+            except OSError:
+                pass
+    _source_hash.append(digest)
+    return digest
+
+
+def _source_files(folder: str, prefix: str):
+    """``(path relative to the package, stat)`` of each source file under ``folder``."""
+    with os.scandir(folder) as it:
+        for entry in it:
+            if entry.is_dir():
+                if entry.name != "__pycache__":
+                    yield from _source_files(entry.path, prefix + entry.name + "/")
+            elif entry.name.endswith(_SOURCE_SUFFIXES):
+                yield prefix + entry.name, entry.stat()
 
 
 def settings_key(settings) -> tuple:
@@ -281,16 +311,17 @@ class CompileOnFirstCall:
 
 
 def _entry(record: dict, fn, compiler) -> Entry:
-    namespace = {name: resolve(r, compiler) for name, r in record["constants"].items()}
+    resolver = Resolver(compiler)
+    namespace = {name: resolver.get(r) for name, r in record["constants"].items()}
     gm, stub, ref = None, None, record["graph_ref"]
     if record["graph"] is not None:
-        gm = decode_graph(*record["graph"])
+        gm = decode_graph(*record["graph"], resolver)
         if record["graph_mode"] == "forward":
             namespace[ref] = gm.forward
         else:
             stub = namespace[ref] = CompileOnFirstCall(gm, compiler, record["name"], record["mutations_last"], ref)
     plan = record["plan"]
-    spec = None if plan is None else PlanSpec(plan[0], decode_steps(plan[1], compiler), plan[2])
+    spec = None if plan is None else PlanSpec(plan[0], decode_steps(plan[1], resolver), plan[2])
     generated = GeneratedCode(record["name"], record["guard_source"], record["twin_source"], record["glue_source"],
                               namespace, record["names"], record["line_map"], (fn.__defaults__, fn.__kwdefaults__),
                               fn.__code__, spec, tuple(marshal.loads(c) for c in record["code"]))

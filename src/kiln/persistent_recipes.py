@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import importlib
+import marshal
 import sys
 import types
 
@@ -153,13 +154,17 @@ _CODE_FIELDS = ("co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_fl
 
 
 def code_digest(code) -> str:
-    """A hash of a code object's whole content, nested code constants included.  Not
-    ``marshal.dumps``: its output depends on reference counts (back-references are
-    written only for objects referred to more than once), so one code object hashes
-    differently from call to call."""
-    h = hashlib.sha256()
-    _feed_code(h, code)
-    return h.hexdigest()
+    """A hash of a code object's whole content, nested code constants included: its
+    ``marshal`` form at version 2, which has no back-references (from version 3 on, an
+    object is written as a reference only where its reference count says it is shared,
+    so one code object hashes differently from call to call); field by field where
+    that version cannot write a constant."""
+    try:
+        return hashlib.sha256(marshal.dumps(code, 2)).hexdigest()
+    except ValueError:
+        h = hashlib.sha256()
+        _feed_code(h, code)
+        return h.hexdigest()
 
 
 def _feed_code(h, code) -> None:
@@ -231,12 +236,40 @@ def _short(obj) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def resolve(r: tuple, context=None):
-    """The object recipe ``r`` names (raises where it cannot be found: the entry is stale);
-    ``context``: the loading frame's compiler, for the made kinds."""
+class Resolver:
+    """Resolves the recipes of one load, each distinct recipe once (an entry names the
+    same types and functions many times; a function's digest is computed once);
+    ``compiler``: the loading frame's, for the made kinds."""
+
+    def __init__(self, compiler=None):
+        self.compiler = compiler
+        self._memo: dict = {}
+
+    def get(self, r: tuple):
+        # only recipes of names are shared: literals are cheap, and as keys they would
+        # mix (``("lit", 1) == ("lit", True)``, ``0.0 == -0.0``); a list is fresh each time
+        if r[0] not in _NAMED_KINDS:
+            return _resolve(r, self)
+        obj = self._memo.get(r, _MISSING)
+        if obj is _MISSING:
+            obj = self._memo[r] = _resolve(r, self)
+        return obj
+
+
+_NAMED_KINDS = frozenset(("named", "function", "code", "module", "globals", "torch", "member", "device"))
+_MISSING = object()
+
+
+def resolve(r: tuple, compiler=None):
+    """The object recipe ``r`` names (``Resolver`` for many)."""
+    return Resolver(compiler).get(r)
+
+
+def _resolve(r: tuple, context):
+    """The object recipe ``r`` names (raises where it cannot be found: the entry is stale)."""
     kind = r[0]
     if kind == "made":
-        return _MADE_KINDS[r[1]][1](context, *(resolve(p, context) for p in r[2]))
+        return _MADE_KINDS[r[1]][1](context.compiler, *(context.get(p) for p in r[2]))
     if kind == "lit":
         return r[1]
     if kind == "nan":
@@ -246,11 +279,11 @@ def resolve(r: tuple, context=None):
     if kind == "device":
         return torch.device(r[1])
     if kind == "tuple":
-        return tuple(resolve(x, context) for x in r[1])
+        return tuple(context.get(x) for x in r[1])
     if kind == "list":
-        return [resolve(x, context) for x in r[1]]
+        return [context.get(x) for x in r[1]]
     if kind == "frozenset":
-        return frozenset(resolve(x, context) for x in r[1])
+        return frozenset(context.get(x) for x in r[1])
     if kind == "module":
         return importlib.import_module(r[1])
     if kind == "globals":
@@ -275,9 +308,9 @@ def resolve(r: tuple, context=None):
             raise ValueError(f"the code of {r[1]}.{r[2]} changed since the entry was written")
         return code
     if kind == "member":
-        return resolve(r[1], context).__members__[r[2]]
+        return context.get(r[1]).__members__[r[2]]
     if kind == "attr":
-        return getattr(resolve(r[1], context), r[2])
+        return getattr(context.get(r[1]), r[2])
     raise ValueError(f"unknown recipe kind {kind!r}")
 
 
@@ -295,8 +328,8 @@ def _encode_item(x):
     return recipe(x)
 
 
-def decode_steps(steps: list, context=None) -> list:
-    return [tuple(Lambda(x[1]) if x[0] == "lambda" else resolve(x, context) for x in step) for step in steps]
+def decode_steps(steps: list, resolver: Resolver) -> list:
+    return [tuple(Lambda(x[1]) if x[0] == "lambda" else resolver.get(x) for x in step) for step in steps]
 
 
 # -- graphs ---------------------------------------------------------------------------------
@@ -337,8 +370,9 @@ def _encode_arg(a):
     return ("obj", recipe(a))
 
 
-def decode_graph(nodes: list, class_name: str):
+def decode_graph(nodes: list, class_name: str, resolver: Resolver | None = None):
     """The GraphModule of ``encode_graph``'s data."""
+    resolver = resolver or Resolver()
     graph = torch.fx.Graph()
     env: dict = {}
 
@@ -353,11 +387,11 @@ def decode_graph(nodes: list, class_name: str):
             return {k: arg(v) for k, v in a[1]}
         if kind == "slice":
             return slice(arg(a[1]), arg(a[2]), arg(a[3]))
-        return resolve(a[1])
+        return resolver.get(a[1])
 
     for op, name, target, args, kwargs in nodes:
         if not isinstance(target, str):
-            target = _resolve_target(target)
+            target = _resolve_target(target, resolver)
         if op == "output":
             graph.output(arg(args)[0])
             continue
@@ -366,8 +400,8 @@ def decode_graph(nodes: list, class_name: str):
     return torch.fx.GraphModule(torch.nn.Module(), graph, class_name=class_name)
 
 
-def _resolve_target(r: tuple):
+def _resolve_target(r: tuple, resolver: Resolver):
     if r[0] == "op":
         packet = getattr(getattr(torch.ops, r[1]), r[2])
         return packet if r[3] is None else getattr(packet, r[3])
-    return resolve(r)
+    return resolver.get(r)
