@@ -212,7 +212,7 @@ def _identity(record: dict) -> tuple:
     name taken out, and the constants' recipes."""
     name = record["name"]
     return tuple(record[k].replace(name, "@") for k in ("guard_source", "twin_source", "glue_source")) + \
-        (repr(sorted(record["constants"].items())),)
+        (repr(sorted(record["constants"].items())), repr(record["graph"]).replace(name, "@"))
 
 
 def encode_file(record: dict) -> bytes:
