@@ -29,6 +29,8 @@ from .distributed.ddp import active_bucket_layout
 from .distributed.module_state import share_module_state
 from .markers import UNBOUND, CompiledFunctionBase, disable, graph_break, is_disabled  # noqa: F401 - re-exported
 from .metrics import metrics
+from .persistent import settings_key
+from .persistent_recipes import register_made_kind
 from .runtime import caches, has_hooks
 
 
@@ -257,6 +259,25 @@ def _compile_module(mod: torch.nn.Module, compiler: Compiler):
     _ORIGINALS[wrapper] = mod
     share_module_state(mod, wrapper)
     return wrapper
+
+
+def _wrapper_class_parts(obj):
+    """A compiled module class as what makes it again in a new process (the persistent
+    cache's recipes): the original class, its forward and the settings, which must be
+    the loading frame's own."""
+    if not (isinstance(obj, type) and obj.__dict__.get("_kiln_compiled_module_class")):
+        return None
+    compiled = obj.__dict__["forward"]
+    return obj.__mro__[1], compiled._kiln_fn, settings_key(compiled._kiln_compiler.settings)
+
+
+def _remade_wrapper_class(compiler: Compiler, cls: type, forward, settings: tuple) -> type:
+    if settings_key(compiler.settings) != settings:
+        raise ValueError("a compiled module class of other compile settings than the loading frame's")
+    return _wrapper_class(cls, forward, compiler)
+
+
+register_made_kind("compiled_module_class", _wrapper_class_parts, _remade_wrapper_class)
 
 
 def _wrapper_class(cls: type, forward, compiler: Compiler) -> type:

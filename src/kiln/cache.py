@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import types
 
+from . import persistent
 from .capture import capture, frame_label, ShapePolicy
 from .config import config
 from .events import event, later
@@ -39,6 +40,7 @@ class FrameCache:
         self.eager_reason: str | None = None   # set when the frame must run eagerly
         self.warned_limit = False
         self.stale = False                      # set by kiln.reset()
+        self.disk_looked = False                # the persistent cache was read (first miss)
 
     # The hot part of a call (each entry's guard, then the glue of the first that passes)
     # is ``CompiledFunction.__call__`` (api.py), inline in one Python frame; it comes here
@@ -47,6 +49,11 @@ class FrameCache:
         """Every entry's guard failed: run eagerly, refuse, or capture a new entry."""
         if self.eager_reason is not None:
             return fn(*args, **kwargs)
+        if not self.disk_looked and persistent.enabled():
+            handed = self._load_from_disk(fn, args, kwargs)
+            if handed is not None:
+                entry, pre = handed
+                return entry.run(pre, fn, *args, **kwargs)
         if self.entries and config.stance != "default":
             return self._stance_on_recompile(fn, args, kwargs)
         if len(self.entries) >= config.recompile_limit:
@@ -55,6 +62,18 @@ class FrameCache:
         if entry is None:
             return fn(*args, **kwargs)
         return entry.run(entry.gather(fn, *args, **kwargs), fn, *args, **kwargs)
+
+    def _load_from_disk(self, fn, args, kwargs):
+        """The first miss with the persistent cache on: the entries stored for this frame
+        join the cache; ``(entry, handed)`` for the first whose guard passes, else None."""
+        self.disk_looked = True
+        loaded = persistent.load(fn, self.compiler)
+        self.entries.extend(loaded)
+        for entry in loaded:
+            handed = entry.guard(fn, *args, **kwargs)
+            if handed is not False:
+                return entry, handed
+        return None
 
     def _stance_on_recompile(self, fn, args, kwargs):
         """A new entry is needed under a stance that forbids one (``kiln.set_stance``)."""
@@ -104,6 +123,8 @@ class FrameCache:
         finally:
             event("capture_end", seconds=None if entry is None else time.perf_counter() - start)
         self.entries.append(entry)
+        if persistent.enabled():
+            persistent.save(fn, entry, self.settings)
         return entry
 
     def _internal_error(self, e):

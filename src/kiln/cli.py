@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, str] = {
     "minify": "kiln.debug.minify_command",
     "bisect": "kiln.debug.bisect_command",
     "export": "kiln.export_command",
+    "cache": "kiln.cache_command",
 }
 
 

@@ -15,7 +15,7 @@ import os
 import warnings
 from dataclasses import dataclass, field, fields
 
-LOG_KINDS = ("graph", "guards", "code", "breaks", "recompiles", "bytecode")
+LOG_KINDS = ("graph", "guards", "code", "breaks", "recompiles", "bytecode", "cache")
 #: the allowed values of the string settings
 STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
 CHOICES = {"repro_after": ("", "capture", "aot"), "repro_level": ("error", "accuracy"), "stance": STANCES}
@@ -67,6 +67,11 @@ class Config:
     #: boundaries, so that DDP's all-reduces overlap the backward (backends/ddp_split.py);
     #: read when a graph is compiled (kiln.reset() to recompile after changing it)
     ddp_split_graphs: bool = True
+    #: the persistent cache's directory (``kiln.persistent``; ``KILN_CACHE_DIR``): compiled
+    #: entries are written there and a new process loads them instead of capturing; ""
+    #: (the default) is off: a cache on disk outlives the source it was made from, so a
+    #: user opts in knowing where it is (``kiln cache ls|clear``)
+    cache_dir: str = ""
     #: never use the C accelerator (runtime/native.py): entries made from now on run their
     #: generated Python guards, which take the same decisions (``KILN_NO_C=1``)
     no_c: bool = False

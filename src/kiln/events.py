@@ -174,4 +174,14 @@ KINDS: dict[str, Kind] = {
     # backends/ddp_split.py: a graph cut into ``stages`` at DDP bucket boundaries; a stage compiled
     "ddp_split": Kind(count=_count_ddp_split),
     "ddp_stage_compile": Kind(count=_count_backend_compile),
+    # persistent.py: an entry written to the persistent cache (``frame``, ``path``), one not
+    # written (``reason``), one loaded in place of a capture
+    "cache_write": Kind(record=lambda f: trace.emit("cache_write", frame=f["frame"], path=f["path"]),
+                        logs=(("cache", lambda f: f"cache: wrote {f['frame']} to {f['path']}"),)),
+    "cache_skip": Kind(count=lambda m, f: setattr(m, "cache_skipped", m.cache_skipped + 1),
+                       record=lambda f: trace.emit("cache_skip", frame=f["frame"], reason=f["reason"]),
+                       logs=(("cache", lambda f: f"cache: not writing {f['frame']}: {f['reason']}"),)),
+    "cache_load": Kind(count=lambda m, f: setattr(m, "entries_loaded", m.entries_loaded + 1),
+                       record=lambda f: trace.emit("cache_load", frame=f["frame"], path=f["path"]),
+                       logs=(("cache", lambda f: f"cache: loaded {f['frame']} from {f['path']}"),)),
 }

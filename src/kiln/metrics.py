@@ -31,6 +31,8 @@ class Metrics:
     backend_fallbacks: int = 0   # graphs that ran eagerly because the backend failed
     ddp_split_graphs: int = 0    # graphs split at DDP bucket boundaries (backends/ddp_split.py)
     ddp_stages: int = 0          # stages those graphs were split into
+    entries_loaded: int = 0      # entries loaded from the persistent cache instead of captured
+    cache_skipped: int = 0       # entries the persistent cache could not write (cache_skip events)
     capture_seconds: float = 0.0
     backend_seconds: float = 0.0
     breaks: list = field(default_factory=list)   # BreakRecord per graph break / fallback

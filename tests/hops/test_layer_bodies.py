@@ -268,7 +268,7 @@ def test_marked_functions_are_inlined_with_reuse_off():
 def test_body_calls_inlined_for_graph_passes_that_cut_by_nodes():
     """The DDP bucket splitter cuts graphs by nodes: body calls are inlined first, and the
     inlined graph computes what the graph with body calls computes."""
-    from kiln.backends.body_calls import inline_body_calls, has_body_calls
+    from kiln.backends import has_body_calls, inline_body_calls
     seen = []
 
     def inlining_backend(gm, example_inputs):

@@ -15,7 +15,7 @@ __all__ = ["list", "lookup", "register", "compile_graph", "BackendFallbackWarnin
 
 # --- the package's face: what the layers above import from it ---
 from ._aot import GradSpecialized, boxed, tuple_output_graph  # noqa: F401
-from .body_calls import call_body, with_invoke_subgraph  # noqa: F401
+from .body_calls import call_body, has_body_calls, inline_body_calls, with_invoke_subgraph  # noqa: F401
 from .contract import (  # noqa: F401
     applies_input_mutations_last,
     caches_compiled_graphs,

@@ -47,7 +47,7 @@ from .fallback import (  # noqa: F401
     warn_fallback,
 )
 from .guard_changes import describe_change  # noqa: F401
-from .guard_plan import make_guard  # noqa: F401
+from .guard_plan import Lambda, make_guard, PlanSpec  # noqa: F401
 from .iterators import REBUILDERS, SEQUENCE_ITERATORS, advanced, remaining_items  # noqa: F401
 from .objects import container_subclass, rebuild_exception, replay_set  # noqa: F401
 from .outputs import (  # noqa: F401

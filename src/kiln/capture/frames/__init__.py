@@ -2,7 +2,8 @@
 functions, generated guard and glue code."""
 
 # --- the package's face: what the layers above import from it ---
-from .compile_frame import capture  # noqa: F401
+from .compile_frame import capture, compile_stored_graph, Entry, StoredForm  # noqa: F401
+from .codegen import GeneratedCode  # noqa: F401
 from .resume import frame_label  # noqa: F401
 from .whole_frame import capture_whole  # noqa: F401
 # --- end of the face ---

@@ -69,14 +69,23 @@ class GeneratedCode:
     defaults: tuple
     code: object = None           # the frame's code object (the guard's signature)
     guard_plan: object = None     # the guard as accelerator steps (guards.GuardCodegen.plan)
+    compiled: tuple | None = None  # the sources' code objects, when loaded from disk (kiln.persistent)
+
+    def code_objects(self) -> tuple:
+        """The guards' and the glue's module code, compiled from the sources."""
+        if self.compiled is not None:
+            return self.compiled
+        return (compile(self.guard_source + "\n" + self.twin_source, f"<kiln guards {self.name}>", "exec"),
+                compile(self.glue_source, f"<kiln glue {self.name}>", "exec"))
 
     def load(self) -> dict:
         """The functions, by role: the one place generated entry code is executed.  The
         guard is the C accelerator's plan where it is built (``runtime.guard_plan``), else
         the generated Python function, which the plan falls back to and decides alike."""
         namespace = dict(self.globals)
-        exec(compile(self.guard_source + "\n" + self.twin_source, f"<kiln guards {self.name}>", "exec"), namespace)
-        exec(compile(self.glue_source, f"<kiln glue {self.name}>", "exec"), namespace)
+        guards, glue = self.code_objects()
+        exec(guards, namespace)
+        exec(glue, namespace)
         functions = {role: namespace[name] for role, name in self.names.items()}
         for f in functions.values():
             f.__defaults__, f.__kwdefaults__ = self.defaults

@@ -21,7 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ...backends import applies_input_mutations_last, caches_compiled_graphs, returned_as_is, runs_graph_as_is
-from ...backends import compile_graph, draws_random_numbers, redrawn_by_trace
+from ...backends import compile_graph, draws_random_numbers, has_body_calls, redrawn_by_trace
 from ...events import event, later
 from ...exc import ArgumentError, AutogradEngineCall, SpecializationError, Unsupported
 from .codegen import Codegen, GraphForGlue, collect_tensors, handoff_sources
@@ -56,6 +56,21 @@ class Entry:
     extra: dict = field(default_factory=dict)
     gather: object = None   # reads what the guard hands the glue, for a call that skips the guard
     line_map: dict = field(default_factory=dict)   # glue line -> the user's code (GeneratedCode.line_map)
+    stored: "StoredForm | None" = None   # what the persistent cache writes of it (kiln.persistent)
+
+
+@dataclass
+class StoredForm:
+    """What a new process needs to make this entry again without capturing
+    (``kiln.persistent``): the generated code, the graph, the namespace name the glue
+    calls it by and how it was compiled (``"backend"``, or ``"forward"``: the graph
+    runs op by op), or ``not_cacheable``: why the entry cannot be written."""
+    generated: object
+    gm: object | None = None
+    graph_ref: str | None = None
+    graph_mode: str = "backend"
+    mutations_last: bool = False
+    not_cacheable: str | None = None
 
 
 def _var_param_names(code) -> list:
@@ -95,11 +110,12 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy | Non
     name = _entry_name(fn)
     graph, out_index = _seal_graph(state, [result] if plan is None else plan.values(), name)
     cg = Codegen(state, out_index)
-    handoff = []
+    handoff, compiled, mutations_last, graph_mode = [], None, False, "backend"
     if graph.gm is not None:
         compiled, as_is, mutations_last = _compile(graph, compiler, name, tracer, plan, builder)
         if getattr(builder, "subclass_inputs", False):   # their overrides ran at trace time
             compiled = without_subclass_dispatch(compiled)
+        graph_mode = "forward" if graph.gm.meta.get("kiln_op_by_op") else "backend"
         handoff = handoff_sources(graph.live, state.guards)
         cg.graph_call(graph, compiled, handoff, mutations_last=mutations_last, as_is=as_is, code=code,
                       random=draws_random_numbers(graph.gm))
@@ -120,9 +136,48 @@ def capture(fn, args, kwargs, compiler: FrameCompiler, shapes: ShapePolicy | Non
               inputs=later(lambda: [(cg.source_expr(s), r) for _, s, r in graph.live]))
     event("entry", name=name, guard_source=generated.guard_source, glue_source=generated.glue_source,
           guard_count=len(state.guards))
+    stored = StoredForm(generated, graph.gm, None if compiled is None else cg.ref(compiled), graph_mode,
+                        mutations_last, _not_cacheable(plan, builder, graph))
     return Entry(functions["guard"], functions["explain"], functions["glue"], generated.guard_source,
                  generated.glue_source, graph.gm, graph.op_count, name, len(state.guards), {"break": plan},
-                 functions["gather"], generated.line_map)
+                 functions["gather"], generated.line_map, stored)
+
+
+def _not_cacheable(plan, builder, graph) -> str | None:
+    """Why an entry cannot go to the persistent cache, by what its capture made: the
+    continuations of a graph break are functions made at run time; symbolic sizes,
+    higher-order operator bodies held by the graph and data-dependent values are state of this
+    capture's fake mode that the stored graph does not carry."""
+    if plan is not None:
+        return "the frame has a graph break (its continuations are made at run time)"
+    if builder.is_dynamic:
+        return "the graph has symbolic sizes"
+    if builder.attrs:
+        return "the graph holds higher-order operator bodies"
+    if builder.data_dependent:
+        return "the graph has data-dependent values"
+    if any(not isinstance(r, torch.Tensor) for _, _, r in graph.live):
+        return "a graph input is not a tensor"
+    if getattr(builder, "subclass_inputs", False) or \
+            any(type(r) not in (torch.Tensor, torch.nn.Parameter) for _, _, r in graph.live):
+        return "a graph input is a tensor subclass (its graph runs wrapped)"
+    if graph.gm is not None and has_body_calls(graph.gm):
+        return "the graph calls layer bodies"
+    return None
+
+
+def compile_stored_graph(gm, example_inputs: list, compiler: FrameCompiler, name: str, mutations_last: bool):
+    """Compile a graph loaded from the persistent cache as ``_compile_graph`` compiles a
+    static one (the entries written have no symbols, constants or data-dependent values)."""
+    context = contextlib.nullcontext()
+    if caches_compiled_graphs(compiler.settings.backend):
+        context = tracing(TracingContext(static_fake_mode(example_inputs)))
+    with context:
+        out = compile_graph(gm, example_inputs, compiler.graph_backend, backend_name=compiler.settings.backend_name,
+                            graph_name=name, user_location=None, inputs_change_last=mutations_last)
+    if not callable(out):
+        raise TypeError(f"backend {compiler.settings.backend_name!r} returned {type(out).__name__}, not a callable")
+    return out
 
 
 def _trace(fn, args, kwargs, compiler: FrameCompiler, shapes):
@@ -256,6 +311,7 @@ def _compile(graph: GraphForGlue, compiler: FrameCompiler, name: str, tracer, pl
         # does, or its trace would draw other random numbers (see the functions): the
         # graph runs op by op, as eager does
         compiled, as_is = gm.forward, True
+        gm.meta["kiln_op_by_op"] = True      # not the backend's: a loaded entry runs it so too
     else:
         own_forward = gm.forward
         compiled = _compile_graph(gm, [r for _, _, r in live], compiler, name, tracer, builder, mutations_last)
