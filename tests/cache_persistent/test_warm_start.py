@@ -83,11 +83,12 @@ def test_bert_loads_in_a_second_process(tmp_path, backend):
 
 
 def test_bert_with_layer_bodies_is_skipped_and_says_why(tmp_path):
-    """With repeated layers traced once (the default), the entry is not written, and the
+    """With repeated layers traced once (``reuse_layer_bodies``), the entry is not written, and the
     second process captures again, still equal to eager."""
     pytest.importorskip("transformers")
     cache, script = tmp_path / "cache", BERT.format(backend="eager")
-    first = run_script(script, cache, tmp_path / "bert.py")
+    bodies = {"KILN_REUSE_LAYER_BODIES": "1"}
+    first = run_script(script, cache, tmp_path / "bert.py", env=bodies)
     assert first["skipped"] == 1 and first["same"] == [True, True]
-    second = run_script(script, cache, tmp_path / "bert.py")
+    second = run_script(script, cache, tmp_path / "bert.py", env=bodies)
     assert second["loaded"] == 0 and second["captured"] == first["captured"] and second["same"] == [True, True]

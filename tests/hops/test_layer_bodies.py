@@ -17,6 +17,13 @@ from .harness import Counting, check
 BACKENDS = ["eager", "aot_eager"]
 
 
+@pytest.fixture(autouse=True)
+def bodies_on(strict_kiln):
+    """Layer bodies are opt-in (kiln.config.reuse_layer_bodies); these tests turn them on
+    (the HOP conftest restores the config after each test)."""
+    config.reuse_layer_bodies = True
+
+
 class Block(torch.nn.Module):
     def __init__(self, width=6, scale=1.0):
         super().__init__()
