@@ -129,22 +129,29 @@ def recipe(obj) -> tuple:
     raise NotPortable(f"{type(obj).__qualname__} object {_short(obj)} has no stable name")
 
 
+def _wrapped_chain(module: str, qualname: str):
+    """``(hops, object)`` for what ``module.qualname`` holds and each ``__wrapped__`` under
+    it (a decorated function's originals share its qualname), at most 8 deep."""
+    try:
+        found = _by_name(module, qualname)
+    except Exception:   # noqa: BLE001 - not found under that name
+        return
+    for hops in range(8):
+        if found is None:
+            return
+        yield hops, found
+        found = getattr(found, "__wrapped__", None)
+
+
 def _function_recipe(fn) -> tuple:
     """A function as ``("function", module, qualname, hops, digest)``: what that name holds,
     followed ``hops`` times along ``__wrapped__`` (the original of a decorated function,
     which has the same qualname), with the same code and defaults (``function_digest``)."""
     qualname, module = fn.__qualname__, fn.__module__
     if isinstance(module, str) and "<" not in qualname:
-        try:
-            found = _by_name(module, qualname)
-        except Exception:   # noqa: BLE001 - not found under that name
-            found = None
-        for hops in range(8):
-            if found is None:
-                break
+        for hops, found in _wrapped_chain(module, qualname):
             if found is fn:
                 return ("function", module, qualname, hops, function_digest(fn))
-            found = getattr(found, "__wrapped__", None)
     raise NotPortable(f"function {qualname} has no stable name")
 
 
@@ -199,17 +206,10 @@ def _code_recipe(code) -> tuple:
     outer = qualname.split(".<locals>", 1)[0]
     digest = code_digest(code)
     if module is not None and "<" not in outer:
-        try:
-            fn = _by_name(module, outer)
-        except Exception:   # noqa: BLE001 - not found under that name
-            fn = None
-        for hops in range(8):
-            if fn is None:
-                break
+        for hops, fn in _wrapped_chain(module, outer):
             path = _path_in_consts(getattr(fn, "__code__", None), code)
             if path is not None:
                 return ("code", module, outer, hops, path, digest)
-            fn = getattr(fn, "__wrapped__", None)
     raise NotPortable(f"code object {qualname} ({code.co_filename}:{code.co_firstlineno}) is not the code "
                       f"of a function with a stable name")
 
